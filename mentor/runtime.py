@@ -1,0 +1,78 @@
+"""Assemble the heavy, long-lived pieces once: embedder, Chroma, the synced index, retriever, database.
+
+Only the edges (`mentor.api` lifespan and `mentor.cli`) call `build_runtime`; everything below receives
+the pieces it needs as arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from chromadb.api.models.Collection import Collection
+from sqlalchemy import Engine
+
+from mentor.corpus import Chunk, Module, chunk_corpus, load_corpus
+from mentor.db import make_engine
+from mentor.embeddings import Embedder, SentenceTransformerEmbedder
+from mentor.errors import InvalidInput, NotFound
+from mentor.index import IngestReport, build_index, chroma_client, open_collection
+from mentor.retrieve import Retriever
+from mentor.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    """Everything a request needs that is expensive to build."""
+
+    settings: Settings
+    embedder: Embedder
+    collection: Collection
+    modules: dict[str, Module]
+    chunks: list[Chunk]
+    retriever: Retriever
+    engine: Engine
+    ingest_report: IngestReport
+
+    def module(self, module_id: str | None) -> Module:
+        """Resolve a module id; it may be omitted only while the corpus holds a single module."""
+        if module_id is None or module_id == "":
+            if len(self.modules) == 1:
+                return next(iter(self.modules.values()))
+            raise InvalidInput(f"module_id: required when the corpus has several modules ({', '.join(self.modules)})")
+        try:
+            return self.modules[module_id]
+        except KeyError:
+            raise NotFound(f"unknown module {module_id!r}; known modules: {', '.join(self.modules)}") from None
+
+
+def build_runtime(
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    progress: Callable[[int], None] | None = None,
+    on_plan: Callable[[int], None] | None = None,
+) -> Runtime:
+    """Load the corpus, bring the index in line with it (embedding only what changed), open the database."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    modules = load_corpus(settings.corpus_dir)
+    chunks = chunk_corpus(modules, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
+    embedder = embedder or SentenceTransformerEmbedder(settings.embedding_model, batch_size=settings.embed_batch_size)
+    collection = open_collection(chroma_client(settings), settings.collection, embedder)
+    report = build_index(collection, chunks, embedder, progress=progress, on_plan=on_plan)
+    retriever = Retriever(
+        collection, embedder, chunks, rrf_k=settings.rrf_k, scope_threshold=settings.scope_threshold
+    )
+    return Runtime(
+        settings=settings,
+        embedder=embedder,
+        collection=collection,
+        modules={m.id: m for m in modules},
+        chunks=chunks,
+        retriever=retriever,
+        engine=make_engine(settings.database),
+        ingest_report=report,
+    )
