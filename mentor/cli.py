@@ -83,7 +83,7 @@ def ingest(corpus: CorpusOpt = None) -> None:
 def search(
     query: Annotated[str, typer.Argument(help="The question or keywords to search for.")],
     module: Annotated[str | None, typer.Option("--module", help="Module id (optional with one module).")] = None,
-    k: Annotated[int, typer.Option("--k", help="Passages to return (1-50).")] = 4,
+    k: Annotated[int | None, typer.Option("--k", help="Passages to return (1-50); default MENTOR_TOP_K.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of passages.")] = False,
     corpus: CorpusOpt = None,
 ) -> None:
@@ -93,7 +93,7 @@ def search(
 
     validate_query(query)  # fail fast, before the model loads
     runtime = build_runtime(make_settings(corpus_dir=corpus))
-    result = runtime.retriever.search(query, runtime.module(module).id, k)
+    result = runtime.retriever.search(query, runtime.module(module).id, runtime.settings.top_k if k is None else k)
     if as_json:
         rows = [
             {"chunk_id": p.chunk_id, "section_id": p.section_id, "section_title": p.section_title,
@@ -107,6 +107,30 @@ def search(
     for p in result.passages:
         preview = " ".join(p.text.split())[:160]
         typer.echo(f"{p.rank}. [{p.section_id}] {p.section_title}  score={p.score:.4f}\n   {preview}")
+
+
+@app.command()
+@handle_errors
+def calibrate(
+    labelled: Annotated[
+        Path, typer.Option("--set", help="JSON lines of {q, in_scope}.")
+    ] = Path("eval/calibration/scope.jsonl"),
+    module: Annotated[str | None, typer.Option("--module", help="Module the questions are about.")] = None,
+) -> None:
+    """Fit the scope weight and threshold on labelled questions and print the settings to use."""
+    from mentor.calibrate import calibrate_scope, load_labelled
+    from mentor.runtime import build_runtime
+
+    questions = load_labelled(labelled)
+    runtime = build_runtime(make_settings())
+    result = calibrate_scope(runtime.retriever, runtime.module(module).id, questions)
+    typer.echo(
+        f"{result.in_scope} in-scope and {result.out_of_scope} out-of-scope questions: balanced accuracy "
+        f"{result.balanced_accuracy:.3f}, gap {result.margin:.3f}\n"
+        f"MENTOR_SCOPE_WEIGHT={result.weight}\nMENTOR_SCOPE_THRESHOLD={result.threshold}"
+    )
+    for question in result.misclassified:
+        typer.echo(f"  misclassified: {question}")
 
 
 @app.command()

@@ -19,11 +19,13 @@ MAX_QUERY_CHARS = 4000
 TOKEN = re.compile(r"[a-z0-9]+")
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being below between
-    both but by can could did do does doing down during each few for from further had has have having he her here
-    hers him his how i if in into is it its itself just me more most my no nor not now of off on once only or other
-    our ours out over own same she should so some such than that the their theirs them then there these they this
-    those through to too under until up very was we were what when where which while who whom why will with would
-    you your yours explain tell please mean means""".split()
+    both but by can could did do does doing down during each few for from further had has have having he her
+    here hers him his how i if in into is it its itself just me more most my no nor not now of off on once only
+    or other our ours out over own same she should so some such than that the their theirs them then there these
+    they this those through to too under until up very was we were what when where which while who whom why will
+    with would you your yours explain tell please mean means whats what's hi hey thanks work works use used
+    using good best better thing things way get make need know understand example question help like find say
+    said""".split()
 )
 _stemmer = Stemmer.Stemmer("english")
 
@@ -31,6 +33,26 @@ _stemmer = Stemmer.Stemmer("english")
 def tokenize(text: str) -> list[str]:
     """Lower-case word and number tokens without stop words, Snowball-stemmed ("quantized" -> "quantiz")."""
     return _stemmer.stemWords([t for t in TOKEN.findall(text.lower()) if t not in STOPWORDS])
+
+
+NUMERIC = re.compile(r"^\d+[a-z]?$")
+
+
+def near(a: str, b: str) -> bool:
+    """True when `a` and `b` differ by at most one edit (insert, delete, substitute or swap)."""
+    if a == b:
+        return True
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                   and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    i = 0
+    while i < len(short) and short[i] == long_[i]:
+        i += 1
+    return short[i:] == long_[i + 1 :]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +79,8 @@ class Retrieval:
     passages: list[Passage]
     relevance: float
     in_scope: bool
+    dense_max: float
+    coverage: float
 
 
 class Retriever:
@@ -69,28 +93,56 @@ class Retriever:
         chunks: Sequence[Chunk],
         *,
         rrf_k: int = 60,
-        scope_threshold: float = 0.3,
+        scope_threshold: float = 0.45,
+        scope_weight: float = 0.5,
     ) -> None:
         self._collection = collection
         self._embedder = embedder
         self._rrf_k = rrf_k
         self.scope_threshold = scope_threshold
+        self.scope_weight = scope_weight
         self._chunks: dict[str, list[Chunk]] = {}
         for chunk in chunks:
             self._chunks.setdefault(chunk.module_id, []).append(chunk)
         self._bm25: dict[str, bm25s.BM25] = {}
+        self._vocab: dict[str, frozenset[str]] = {}
         for module_id, module_chunks in self._chunks.items():
+            tokens = [tokenize(c.embedding_text) for c in module_chunks]
             index = bm25s.BM25()
-            index.index([tokenize(c.embedding_text) for c in module_chunks], show_progress=False)
+            index.index(tokens, show_progress=False)
             self._bm25[module_id] = index
+            self._vocab[module_id] = frozenset(t for doc in tokens for t in doc)
+
+    def query_terms(self, query: str, module_id: str) -> tuple[list[str], float]:
+        """Stemmed query terms, misspellings mapped onto the module's words, and the share of topic terms
+        (numbers excluded: they are arguments, not topics) that the module uses."""
+        vocab = self._vocab[module_id]
+        terms: list[str] = []
+        topical = matched = 0
+        for term in tokenize(query):
+            if term not in vocab and len(term) >= 6:
+                # "paralel", "optimzer": one edit away from a long module word is a typo, not a new topic.
+                # Short words are left alone: "bread" is not a misspelt "read".
+                term = next((v for v in sorted(vocab) if len(v) >= 5 and near(term, v)), term)
+            terms.append(term)
+            if not NUMERIC.match(term):
+                topical += 1
+                matched += term in vocab
+        coverage = matched / topical if topical else 0.5
+        return terms, coverage
 
     @property
     def module_ids(self) -> list[str]:
         """Modules this retriever can search."""
         return list(self._chunks)
 
-    def search(self, query: str, module_id: str, k: int = 4) -> Retrieval:
-        """Return the `k` best passages of `module_id` for `query`, with the module's relevance to it."""
+    def search(self, query: str, module_id: str, k: int = 4, *, mode: str = "hybrid") -> Retrieval:
+        """Return the `k` best passages of `module_id` for `query`, with the module's relevance to it.
+
+        `mode` "dense" or "bm25" ranks by one retriever alone (for evaluation); "hybrid" fuses both.
+        """
+        if mode not in ("hybrid", "dense", "bm25"):
+            raise InvalidInput(f"mode: must be hybrid, dense or bm25 (got {mode!r})")
         query = validate_query(query)
         chunks = self._chunks.get(module_id)
         if chunks is None:
@@ -103,16 +155,19 @@ class Retriever:
             query_embeddings=[vector], n_results=depth, where={"module_id": module_id}, include=["distances"]
         )
         dense = {cid: 1.0 - d for cid, d in zip(hits["ids"][0], hits["distances"][0], strict=True)}
-        bm25_scores = self._bm25[module_id].get_scores(tokenize(query))
+        terms, coverage = self.query_terms(query, module_id)
+        bm25_scores = self._bm25[module_id].get_scores(terms)
         fused: dict[str, float] = {}
-        for rank, cid in enumerate(dense, start=1):
-            fused[cid] = 1.0 / (self._rrf_k + rank)
-        order = np.argsort(-bm25_scores, kind="stable")
-        for rank, index in enumerate(order[:depth], start=1):
-            if bm25_scores[index] <= 0:
-                break
-            cid = chunks[index].id
-            fused[cid] = fused.get(cid, 0.0) + 1.0 / (self._rrf_k + rank)
+        if mode != "bm25":
+            for rank, cid in enumerate(dense, start=1):
+                fused[cid] = 1.0 / (self._rrf_k + rank)
+        if mode != "dense":
+            order = np.argsort(-bm25_scores, kind="stable")
+            for rank, index in enumerate(order[:depth], start=1):
+                if bm25_scores[index] <= 0:
+                    break
+                cid = chunks[index].id
+                fused[cid] = fused.get(cid, 0.0) + 1.0 / (self._rrf_k + rank)
         by_id = {c.id: (c, float(bm25_scores[i])) for i, c in enumerate(chunks)}
         ranked = sorted(fused.items(), key=lambda item: (-item[1], by_id[item[0]][0].position))[:k]
         passages = [
@@ -131,8 +186,9 @@ class Retriever:
             )
             for rank, (cid, score) in enumerate(ranked, start=1)
         ]
-        relevance = max(dense.values(), default=0.0)
-        return Retrieval(passages, relevance, relevance >= self.scope_threshold)
+        dense_max = max(dense.values(), default=0.0)
+        relevance = self.scope_weight * dense_max + (1 - self.scope_weight) * coverage
+        return Retrieval(passages, relevance, relevance >= self.scope_threshold, dense_max, coverage)
 
 
 def validate_query(query: str) -> str:

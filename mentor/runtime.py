@@ -64,7 +64,12 @@ def build_runtime(
     collection = open_collection(chroma_client(settings), settings.collection, embedder)
     report = build_index(collection, chunks, embedder, progress=progress, on_plan=on_plan)
     retriever = Retriever(
-        collection, embedder, chunks, rrf_k=settings.rrf_k, scope_threshold=settings.scope_threshold
+        collection,
+        embedder,
+        chunks,
+        rrf_k=settings.rrf_k,
+        scope_threshold=settings.scope_threshold,
+        scope_weight=settings.scope_weight,
     )
     return Runtime(
         settings=settings,

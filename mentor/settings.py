@@ -40,12 +40,19 @@ class Settings(BaseSettings):
     chunk_overlap: int = Field(100, ge=0, le=2000, description="Characters shared by neighbouring prose chunks.")
     top_k: int = Field(4, ge=1, le=20, description="Passages retrieved per question.")
     rrf_k: int = Field(60, ge=1, le=1000, description="Reciprocal-rank-fusion constant (Cormack et al. 2009).")
+    scope_weight: float = Field(
+        0.6,
+        ge=0.0,
+        le=1.0,
+        description="Weight of the best dense similarity in the scope relevance (the rest is the share of the "
+        "question's topic words the module uses). Set by `mentor calibrate`.",
+    )
     scope_threshold: float = Field(
-        0.30,
+        0.484,
         ge=-1.0,
         le=1.0,
-        description="Relevance below which a question is out of the module's scope. Calibrated with "
-        "`mentor calibrate` on labelled questions (see README); change it only with a new calibration.",
+        description="Relevance below which a question is outside the module. Set by `mentor calibrate` on "
+        "labelled questions (eval/calibration/scope.jsonl); change it only with a new calibration.",
     )
     database_url: str | None = Field(
         None,

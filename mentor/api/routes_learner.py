@@ -32,11 +32,11 @@ def search(
     runtime: RuntimeDep,
     q: Annotated[str, Query(description="The learner's question or keywords (1-4000 characters).")],
     module_id: Annotated[str | None, Query(description="Module to search; optional with a single module.")] = None,
-    k: Annotated[int, Query(description="Passages to return (1-50).")] = 4,
+    k: Annotated[int | None, Query(description="Passages to return (1-50); default MENTOR_TOP_K.")] = None,
 ) -> SearchResponse:
     """Hybrid search of one module's passages."""
     module = runtime.module(module_id)
-    result = runtime.retriever.search(q, module.id, k)
+    result = runtime.retriever.search(q, module.id, runtime.settings.top_k if k is None else k)
     return SearchResponse(
         module_id=module.id,
         query=q.strip(),

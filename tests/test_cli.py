@@ -1,0 +1,57 @@
+"""The `mentor` command line, run in-process with a private data directory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from mentor.cli import app
+
+from .conftest import MODULE_ID
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch):
+    monkeypatch.setenv("MENTOR_DATA_DIR", str(tmp_path / "data"))
+    runner = CliRunner()
+
+    def run(*args: str):
+        return runner.invoke(app, list(args))
+
+    return run
+
+
+def test_help_explains_every_command(cli) -> None:
+    result = cli("--help")
+    assert result.exit_code == 0
+    for command in ("ingest", "search", "serve", "calibrate"):
+        assert command in result.output
+
+
+def test_ingest_then_search_json(cli) -> None:
+    first = cli("ingest")
+    assert first.exit_code == 0, first.output
+    assert "12 chunks: added 12, updated 0, removed 0, unchanged 0" in first.output
+    again = cli("ingest")
+    assert "added 0, updated 0, removed 0" in again.output and "(0 embeddings computed)" in again.output
+    result = cli("search", "why keep an fp32 master copy", "--module", MODULE_ID, "--k", "2", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert len(rows) == 2
+    assert set(rows[0]) == {"chunk_id", "section_id", "section_title", "text", "score"}
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("search", ""), "query: must contain some text"),
+        (("search", "zero", "--module", "nope"), "unknown module"),
+        (("search", "zero", "--k", "0"), "k: must be between 1 and 50"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(cli, args, fragment) -> None:
+    result = cli(*args)
+    assert result.exit_code == 2
+    assert fragment in result.output and "Traceback" not in result.output

@@ -1,0 +1,92 @@
+"""Hybrid retrieval quality on learner-style questions, the scope signal, and its calibration."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mentor.calibrate import calibrate_scope, load_labelled
+from mentor.errors import InvalidInput, NotFound
+from mentor.retrieve import near, tokenize
+from mentor.settings import Settings
+
+from .conftest import MODULE_ID, ROOT
+
+QUESTIONS = [json.loads(line) for line in (ROOT / "tests/data/retrieval_questions.jsonl").read_text().splitlines()]
+
+
+def recall_and_mrr(runtime, mode: str, k: int = 4) -> tuple[float, float]:
+    hits, reciprocal = 0, 0.0
+    for case in QUESTIONS:
+        sections = [p.section_id for p in runtime.retriever.search(case["q"], MODULE_ID, k, mode=mode).passages]
+        ranks = [i for i, s in enumerate(sections, start=1) if s in case["sections"]]
+        hits += bool(ranks)
+        reciprocal += 1 / ranks[0] if ranks else 0
+    return hits / len(QUESTIONS), reciprocal / len(QUESTIONS)
+
+
+def test_hybrid_recall_at_4_on_learner_questions(runtime) -> None:
+    assert len(QUESTIONS) >= 30
+    recall, mrr = recall_and_mrr(runtime, "hybrid")
+    assert recall >= 0.95
+    assert mrr >= 0.85
+
+
+def test_hybrid_is_at_least_as_good_as_either_retriever_alone(runtime) -> None:
+    hybrid = recall_and_mrr(runtime, "hybrid")[0]
+    assert hybrid >= recall_and_mrr(runtime, "dense")[0]
+    assert hybrid >= recall_and_mrr(runtime, "bm25")[0]
+
+
+def test_passages_are_ranked_and_scored(runtime) -> None:
+    result = runtime.retriever.search("what does ZeRO stage 2 shard?", MODULE_ID, 3)
+    assert [p.rank for p in result.passages] == [1, 2, 3]
+    scores = [p.score for p in result.passages]
+    assert scores == sorted(scores, reverse=True)
+    assert all(p.module_id == MODULE_ID for p in result.passages)
+
+
+def test_typos_are_mapped_onto_module_words(runtime) -> None:
+    terms, coverage = runtime.retriever.query_terms("optimzer paralelism", MODULE_ID)
+    assert terms == ["optim", "parallel"] and coverage == 1.0
+    assert near("paralel", "parallel") and near("optimzer", "optimizer") and near("fp61", "fp16")
+    assert not near("lora", "zero") and not near("cat", "catalog")
+
+
+def test_tokenize_keeps_numbers_and_drops_stopwords() -> None:
+    assert tokenize("What is the int4 size of a 70B model?") == ["int4", "size", "70b", "model"]
+
+
+def test_scope_signal_separates_on_and_off_topic(runtime) -> None:
+    on = runtime.retriever.search("how does ZeRO shard optimizer state across GPUs", MODULE_ID, 4)
+    off = runtime.retriever.search("how do I bake sourdough bread", MODULE_ID, 4)
+    near_topic = runtime.retriever.search("how does LoRA fine-tuning work", MODULE_ID, 4)
+    assert on.in_scope and not off.in_scope and not near_topic.in_scope
+    assert on.relevance > max(near_topic.relevance, off.relevance)
+    assert off.coverage == 0.0  # no fuzzy match of 'bread' onto 'read'
+
+
+def test_default_scope_settings_are_the_calibrated_ones(runtime) -> None:
+    labelled = load_labelled(ROOT / "eval/calibration/scope.jsonl")
+    result = calibrate_scope(runtime.retriever, MODULE_ID, labelled)
+    defaults = Settings.model_fields
+    assert result.weight == pytest.approx(defaults["scope_weight"].default)
+    assert result.threshold == pytest.approx(defaults["scope_threshold"].default, abs=0.01)
+    assert result.balanced_accuracy >= 0.95
+
+
+@pytest.mark.parametrize(
+    ("query", "module", "k", "error"),
+    [
+        ("", MODULE_ID, 4, InvalidInput),
+        ("   ", MODULE_ID, 4, InvalidInput),
+        ("x" * 10_000, MODULE_ID, 4, InvalidInput),
+        ("zero", "no.such.module", 4, NotFound),
+        ("zero", MODULE_ID, 0, InvalidInput),
+        ("zero", MODULE_ID, 51, InvalidInput),
+    ],
+)
+def test_bad_search_input(runtime, query, module, k, error) -> None:
+    with pytest.raises(error):
+        runtime.retriever.search(query, module, k)
