@@ -64,6 +64,4 @@ def calibrate_scope(retriever: Retriever, module_id: str, labelled: list[tuple[s
     assert best is not None
     accuracy, margin, weight, threshold = best
     wrong = [q for d, c, y, q in features if (weight * d + (1 - weight) * c >= threshold) != y]
-    return ScopeCalibration(
-        round(weight, 2), round(threshold, 4), accuracy, margin, positives, negatives, wrong
-    )
+    return ScopeCalibration(round(weight, 2), round(threshold, 4), accuracy, margin, positives, negatives, wrong)

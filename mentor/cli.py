@@ -96,8 +96,13 @@ def search(
     result = runtime.retriever.search(query, runtime.module(module).id, runtime.settings.top_k if k is None else k)
     if as_json:
         rows = [
-            {"chunk_id": p.chunk_id, "section_id": p.section_id, "section_title": p.section_title,
-             "text": p.text, "score": p.score}
+            {
+                "chunk_id": p.chunk_id,
+                "section_id": p.section_id,
+                "section_title": p.section_title,
+                "text": p.text,
+                "score": p.score,
+            }
             for p in result.passages
         ]
         typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
@@ -112,9 +117,9 @@ def search(
 @app.command()
 @handle_errors
 def calibrate(
-    labelled: Annotated[
-        Path, typer.Option("--set", help="JSON lines of {q, in_scope}.")
-    ] = Path("eval/calibration/scope.jsonl"),
+    labelled: Annotated[Path, typer.Option("--set", help="JSON lines of {q, in_scope}.")] = Path(
+        "eval/calibration/scope.jsonl"
+    ),
     module: Annotated[str | None, typer.Option("--module", help="Module the questions are about.")] = None,
 ) -> None:
     """Fit the scope weight and threshold on labelled questions and print the settings to use."""
@@ -131,6 +136,60 @@ def calibrate(
     )
     for question in result.misclassified:
         typer.echo(f"  misclassified: {question}")
+
+
+@app.command()
+@handle_errors
+def ask(
+    question: Annotated[str, typer.Argument(help="The learner's question.")],
+    module: Annotated[str | None, typer.Option("--module", help="Module id (optional with one module).")] = None,
+    conversation: Annotated[str | None, typer.Option("--conversation", help="Continue this conversation.")] = None,
+    style: Annotated[str, typer.Option("--style", help="explain, hint or brief.")] = "explain",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full response object.")] = False,
+) -> None:
+    """Ask the mentor in-process, exactly as POST /v1/chat would answer."""
+    import asyncio
+
+    from mentor.chat import ChatInput
+    from mentor.runtime import build_runtime
+
+    runtime = build_runtime(make_settings())
+    request = ChatInput(message=question, module_id=module, conversation_id=conversation, style=style, client="cli")
+    result = asyncio.run(runtime.chat.ask(request))
+    response = result.response()
+    if as_json:
+        typer.echo(json.dumps(response, indent=2, ensure_ascii=False))
+        return
+    typer.echo(response["answer"])
+    for citation in response["citations"]:
+        typer.echo(f"  [{citation['n']}] {citation['section_title']} ({citation['section_id']})")
+    verdict = "grounded" if response["grounding"]["grounded"] else "NOT grounded"
+    typer.echo(
+        f"-- {response['engine']}, {verdict}, {response['latency_ms']:.0f} ms, "
+        f"conversation {response['conversation_id']}"
+    )
+
+
+@app.command()
+@handle_errors
+def calc(
+    name: Annotated[str | None, typer.Argument(help="Calculator name (see --list).")] = None,
+    args: Annotated[str, typer.Option("--args", help='Arguments as a JSON object, e.g. \'{"params": "7B"}\'.')] = "{}",
+    list_all: Annotated[bool, typer.Option("--list", help="List the calculators and their descriptions.")] = False,
+) -> None:
+    """Run an exact calculator (the same registry the chat's LLM and the HTTP API use); prints JSON."""
+    from mentor.errors import InvalidInput
+    from mentor.tools import REGISTRY, run_tool
+
+    if list_all:
+        for calculator in REGISTRY.values():
+            typer.echo(f"{calculator.name}\n    {calculator.description}")
+        return
+    if not name:
+        raise InvalidInput("name a calculator, or use --list to see them")
+    if name not in REGISTRY:
+        raise InvalidInput(f"unknown calculator {name!r}; available: {', '.join(REGISTRY)}")
+    typer.echo(json.dumps(run_tool(name, args).to_dict(), indent=2, ensure_ascii=False))
 
 
 @app.command()

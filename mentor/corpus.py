@@ -1,6 +1,7 @@
 """Read module Markdown files, validate them, and cut them into section-aware chunks with content-hash ids.
 
-A module file is YAML front matter (`module_id`, `title`, `prerequisites`, optional `version`) followed by
+A module file is YAML front matter (`module_id`, `title`, `prerequisites`, optional `version` and `topics`)
+followed by
 Markdown whose every heading ends in a stable section id: `## Mixed precision {#ref-mixed-precision}`.
 """
 
@@ -43,6 +44,7 @@ class Module:
     title: str
     version: str
     prerequisites: tuple[str, ...]
+    topics: tuple[str, ...]
     path: Path
     body: str
     sections: tuple[Section, ...] = field(repr=False)
@@ -101,10 +103,10 @@ def load_module(path: Path) -> Module:
     except (OSError, UnicodeDecodeError) as exc:
         raise CorpusError(f"{path}: cannot read as UTF-8 text ({exc})") from exc
     meta, body, body_line = _split_front_matter(path, raw)
-    module_id, title, prerequisites, version = _validate_meta(path, meta)
+    module_id, title, prerequisites, version, topics = _validate_meta(path, meta)
     sections = _parse_sections(path, body, body_line)
     version = version or hashlib.sha256(raw.encode()).hexdigest()[:12]
-    return Module(module_id, title, version, prerequisites, path, body, tuple(sections))
+    return Module(module_id, title, version, prerequisites, topics, path, body, tuple(sections))
 
 
 def chunk_module(module: Module, *, chunk_size: int = 900, chunk_overlap: int = 100) -> list[Chunk]:
@@ -135,9 +137,7 @@ def chunk_corpus(modules: Iterable[Module], *, chunk_size: int = 900, chunk_over
 
 
 def _make_chunk(module: Module, section: Section, position: int, text: str) -> Chunk:
-    digest = hashlib.sha256(
-        "\x1f".join((module.id, section.id, section.title, text)).encode("utf-8")
-    ).hexdigest()[:32]
+    digest = hashlib.sha256("\x1f".join((module.id, section.id, section.title, text)).encode("utf-8")).hexdigest()[:32]
     return Chunk(digest, module.id, module.version, section.id, section.title, position, text)
 
 
@@ -160,7 +160,7 @@ def _split_front_matter(path: Path, raw: str) -> tuple[dict, str, int]:
     return meta, "\n".join(lines[end + 1 :]), end + 2
 
 
-def _validate_meta(path: Path, meta: dict) -> tuple[str, str, tuple[str, ...], str | None]:
+def _validate_meta(path: Path, meta: dict) -> tuple[str, str, tuple[str, ...], str | None, tuple[str, ...]]:
     def fail(key: str, problem: str) -> CorpusError:
         return CorpusError(f"{path}:{_meta_line(path, key)}: front matter {problem}")
 
@@ -176,7 +176,10 @@ def _validate_meta(path: Path, meta: dict) -> tuple[str, str, tuple[str, ...], s
     version = meta.get("version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, str | int | float)):
         raise fail("version", "`version` must be a string or a number")
-    return module_id, title.strip(), tuple(prerequisites), None if version is None else str(version)
+    topics = meta.get("topics", [])
+    if not isinstance(topics, list) or not all(isinstance(t, str) and t for t in topics):
+        raise fail("topics", "`topics` must be a list of short phrases (what the module covers)")
+    return module_id, title.strip(), tuple(prerequisites), None if version is None else str(version), tuple(topics)
 
 
 def _meta_line(path: Path, key: str) -> int:

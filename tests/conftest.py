@@ -53,7 +53,9 @@ def runtime(tmp_path_factory, embedder):
     """A runtime over the real corpus with an embedded Chroma store in a temporary directory."""
     from mentor.runtime import build_runtime
 
-    return build_runtime(make_settings(tmp_path_factory.mktemp("runtime")), embedder=embedder)
+    # Many tests ask from one client address; the rate limit has its own test.
+    settings = make_settings(tmp_path_factory.mktemp("runtime"), rate_limit_per_minute=10_000)
+    return build_runtime(settings, embedder=embedder)
 
 
 @pytest.fixture(scope="session")
@@ -76,7 +78,9 @@ def chroma_server(tmp_path_factory) -> Iterator[str]:
     env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
     process = subprocess.Popen(
         [str(chroma), "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

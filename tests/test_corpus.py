@@ -103,8 +103,16 @@ def test_real_module_is_complete() -> None:
     assert module.prerequisites == ("P10.llm-systems-frontier.01",)
     ids = [s.id for s in module.sections]
     for required in (
-        "concept", "why-it-matters", "parallelism-strategies", "worked-memory-example", "ref-parallelism-zero",
-        "ref-mixed-precision", "ref-scaling-laws", "ref-quantization", "one-liners", "further-reading",
+        "concept",
+        "why-it-matters",
+        "parallelism-strategies",
+        "worked-memory-example",
+        "ref-parallelism-zero",
+        "ref-mixed-precision",
+        "ref-scaling-laws",
+        "ref-quantization",
+        "one-liners",
+        "further-reading",
     ):
         assert required in ids
     text = module.body

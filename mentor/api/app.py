@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mentor import __version__
-from mentor.api import routes_learner, routes_ops
+from mentor.api import routes_chat, routes_learner, routes_ops, routes_tools
 from mentor.errors import MentorError, RateLimited
 from mentor.runtime import Runtime, build_runtime
 from mentor.settings import Settings
@@ -39,6 +39,8 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     )
     app.include_router(routes_ops.router)
     app.include_router(routes_learner.router)
+    app.include_router(routes_chat.router)
+    app.include_router(routes_tools.router)
     _install_error_handlers(app)
     return app
 

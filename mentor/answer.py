@@ -1,0 +1,79 @@
+"""Value types both answer engines produce and every later stage (grounding, signals, API) reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from mentor.retrieve import Passage
+
+Style = Literal["explain", "hint", "brief"]
+STYLES: tuple[str, ...] = ("explain", "hint", "brief")
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """Passage `[n]` of an answer."""
+
+    n: int
+    chunk_id: str
+    section_id: str
+    section_title: str
+    quote: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One calculator run on behalf of an answer; `error` is set instead of `result` when it failed."""
+
+    name: str
+    arguments: dict[str, Any]
+    result: dict[str, Any] | None
+    explanation: str
+    error: str | None = None
+    duration_ms: float = 0.0
+
+    def public(self) -> dict[str, Any]:
+        """The shape learners and eval suites see."""
+        return {"name": self.name, "arguments": self.arguments, "result": self.result, "explanation": self.explanation}
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One earlier question and answer of a conversation."""
+
+    question: str
+    answer: str
+    section_ids: tuple[str, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """What an engine is asked: the question, its module, its conversation so far and the retrieved passages."""
+
+    text: str
+    module_id: str
+    module_title: str
+    module_version: str
+    style: str
+    passages: list[Passage]
+    history: tuple[Turn, ...] = ()
+    section_titles: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class Answer:
+    """What an engine returns; `grounding` and the ids are filled in by the chat pipeline."""
+
+    text: str
+    citations: list[Citation]
+    tool_calls: list[ToolCall]
+    out_of_scope: bool
+    engine: str
+    model: str | None
+    prompt_version: str | None
+    passages: list[Passage] = field(default_factory=list)
+    fallback_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None

@@ -1,0 +1,72 @@
+"""The "Ask the mentor" box: one answer, or the same answer as a server-sent event stream."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from mentor.answer import ToolCall
+from mentor.api.deps import RuntimeDep
+from mentor.api.schemas import ChatRequest, ChatResponse, ErrorResponse
+from mentor.chat import ChatInput, ChatResult
+from mentor.errors import MentorError
+
+log = logging.getLogger(__name__)
+router = APIRouter(prefix="/v1", tags=["learner"])
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (404, 422, 429)}
+
+
+def to_input(body: ChatRequest, request: Request) -> ChatInput:
+    return ChatInput(
+        message=body.message,
+        module_id=body.module_id,
+        conversation_id=body.conversation_id,
+        learner_id=body.learner_id,
+        style=body.style,
+        client=request.client.host if request.client else "unknown",
+    )
+
+
+@router.post("/chat", response_model=ChatResponse, responses=ERRORS)
+async def chat(body: ChatRequest, request: Request, runtime: RuntimeDep) -> dict[str, Any]:
+    """Answer a learner's question from the module, with citations, calculator results and a grounding verdict."""
+    result = await runtime.chat.ask(to_input(body, request))
+    return result.response()
+
+
+@router.post("/chat/stream", responses={200: {"content": {"text/event-stream": {}}}, **ERRORS})
+async def chat_stream(body: ChatRequest, request: Request, runtime: RuntimeDep) -> StreamingResponse:
+    """The same answer as server-sent events: meta, delta..., tool_call..., then done (or error)."""
+    prepared = runtime.chat.prepare(to_input(body, request))  # 4xx before the stream starts
+
+    async def stream() -> AsyncIterator[str]:
+        try:
+            async for kind, payload in runtime.chat.events(prepared):
+                yield sse(kind, payload)
+        except MentorError as exc:
+            yield sse("error", {"message": exc.message})
+        except Exception:
+            log.exception("chat stream failed")
+            yield sse("error", {"message": "something went wrong on our side; please ask again"})
+
+    return StreamingResponse(
+        stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    )
+
+
+def sse(kind: str, payload: Any) -> str:
+    """One server-sent event."""
+    if isinstance(payload, ChatResult):
+        data = payload.response()
+    elif isinstance(payload, ToolCall):
+        data = payload.public()
+    elif isinstance(payload, str):
+        data = {"text": payload}
+    else:
+        data = payload
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"

@@ -1,0 +1,232 @@
+"""The offline engine: answers from the best-matching sentences of the retrieved passages, plus calculators.
+
+It never writes a fact of its own. Sentences are scored against the question (embedding similarity plus the
+share of question words they contain), near-duplicates are dropped (the module repeats itself in its
+reference and one-liner sections), and the chosen ones are kept in reading order, each with its citation.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mentor.answer import Answer, Citation, Question, ToolCall
+from mentor.embeddings import Embedder
+from mentor.engines.planner import PlannedCall
+from mentor.errors import MentorError
+from mentor.retrieve import Passage, tokenize
+from mentor.safety import looks_like_injection
+from mentor.tools import run_tool
+
+ENGINE = "extractive"
+# A sentence ends at . ! or ? before a space, except after the abbreviations the modules use.
+SENTENCE_END = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<!al\.)(?<!vs\.)(?<=[.!?])\s+(?=[\w(\"'`*~])")
+MAX_UNITS = {"explain": 3, "brief": 1, "hint": 1}
+TOOL_TITLES = {
+    "training_memory": "Training memory",
+    "zero_memory": "ZeRO memory per GPU",
+    "chinchilla_optimal": "Chinchilla-optimal budget",
+    "scaling_law_loss": "Predicted loss",
+    "training_time": "Training time",
+    "quantized_size": "Quantized size",
+    "pipeline_bubble": "Pipeline bubble",
+    "activation_memory": "Activation memory",
+    "kv_cache": "KV cache",
+    "number_format": "Number format",
+    "loss_scaling": "Loss scaling",
+    "parallel_layout": "Parallel layout",
+}
+HINT_QUESTION = "Hint: which idea from the module applies here, and what does it trade away?"
+HINT_CALC = "Hint: which formula from the module fits, and which numbers from your question go into it?"
+HINT_CHECK = "Work it out, then ask me again without the hint to check your result."
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A quotable piece of a passage: a sentence, a list item, a table row or a line of a worked example."""
+
+    text: str
+    index: int
+
+
+def split_units(text: str) -> list[Unit]:
+    """Cut chunk text into quotable units, rendering table rows as plain sentences."""
+    units: list[str] = []
+    header: list[str] | None = None
+    in_code = False
+    paragraph: list[str] = []
+
+    def flush() -> None:
+        if paragraph:
+            units.extend(s.strip() for s in SENTENCE_END.split(" ".join(paragraph)) if s.strip())
+            paragraph.clear()
+
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("```"):
+            flush()
+            in_code = not in_code
+            continue
+        if in_code:
+            if line:  # formulas stay code; the example's "-> conclusion" lines read as prose
+                line = line.removeprefix("-> ").strip()
+                units.append(f"`{line}`" if "=" in line else line)
+            continue
+        if line.startswith("|"):
+            flush()
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if all(set(c) <= set("-: ") for c in cells):
+                continue
+            if header is None:
+                header = cells
+            else:
+                units.append(_table_row(header, cells))
+            continue
+        header = None
+        if not line:
+            flush()
+        elif line.startswith(("- ", "* ")):
+            flush()
+            paragraph.append(line[2:])
+            flush()
+        else:
+            paragraph.append(line)
+    flush()
+    merged: list[str] = []
+    for unit in units:
+        if merged and merged[-1].endswith(":"):
+            merged[-1] = f"{merged[-1]} {unit}"  # "For a 7B model, that alone is:" belongs with its formula
+        else:
+            merged.append(unit)
+    return [Unit(u, i) for i, u in enumerate(merged)]
+
+
+def _table_row(header: list[str], cells: list[str]) -> str:
+    first, rest = cells[0], list(zip(header[1:], cells[1:], strict=False))
+    details = "; ".join(f"{name.lower()}: {value}" for name, value in rest)
+    return f"{first} — {details}."
+
+
+class ExtractiveEngine:
+    """Composes answers from passages and calculator results; no network, no model beyond the embedder."""
+
+    name = ENGINE
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+        self._units: dict[str, tuple[list[Unit], np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def answer(self, question: Question, plan: Sequence[PlannedCall], *, retrieval_query: str) -> Answer:
+        """Answer `question` from its passages, running the planned calculators."""
+        tool_calls = [run_planned(call) for call in plan]
+        chosen = self._choose(question, retrieval_query, calculation=bool(plan))
+        # [n] is the passage's retrieval rank, the same numbering the LLM engine sees.
+        citations: dict[int, Citation] = {}
+        quoted: list[str] = []
+        for passage, unit in chosen:
+            citations.setdefault(
+                passage.rank,
+                Citation(passage.rank, passage.chunk_id, passage.section_id, passage.section_title, unit.text),
+            )
+            # Each quote ends as a sentence, so the grounding check reads it as one.
+            text = unit.text if unit.text.endswith((".", "!", "?")) else f"{unit.text}."
+            quoted.append(f"{text} [{passage.rank}]")
+        text = compose(question.style, quoted, tool_calls)
+        return Answer(
+            text=text,
+            citations=[citations[n] for n in sorted(citations)],
+            tool_calls=tool_calls,
+            out_of_scope=False,
+            engine=ENGINE,
+            model=None,
+            prompt_version=None,
+            passages=list(question.passages),
+        )
+
+    def _choose(self, question: Question, query: str, *, calculation: bool) -> list[tuple[Passage, Unit]]:
+        if not question.passages:
+            return []
+        query_vector = self._embedder.embed_query(query)
+        query_terms = set(tokenize(query))
+        scored: list[tuple[float, Passage, Unit, np.ndarray]] = []
+        for passage in question.passages:
+            units, vectors = self._units_of(passage)
+            for unit, vector in zip(units, vectors, strict=True):
+                if looks_like_injection(unit.text) or len(unit.text.split()) < 4:
+                    continue
+                terms = set(tokenize(unit.text))
+                overlap = len(query_terms & terms) / len(query_terms) if query_terms else 0.0
+                score = float(vector @ query_vector) + 0.3 * overlap + 0.02 * (len(question.passages) - passage.rank)
+                scored.append((score, passage, unit, vector))
+        if not scored:
+            return []
+        scored.sort(key=lambda item: -item[0])
+        limit = MAX_UNITS[question.style] if not calculation else min(2, MAX_UNITS[question.style])
+        best = scored[0][0]
+        picked: list[tuple[float, Passage, Unit, np.ndarray]] = []
+        for item in scored:
+            if len(picked) == limit or item[0] < 0.7 * best:
+                break
+            if any(float(item[3] @ other[3]) > 0.85 for other in picked):
+                continue  # the module says this twice; once is enough
+            picked.append(item)
+        picked.sort(key=lambda item: (item[1].position, item[2].index))
+        return [(passage, unit) for _, passage, unit, _ in picked]
+
+    def _units_of(self, passage: Passage) -> tuple[list[Unit], np.ndarray]:
+        cached = self._units.get(passage.chunk_id)
+        if cached is None:
+            units = split_units(passage.text)
+            vectors = self._embedder.embed_documents([u.text for u in units]) if units else np.zeros((0, 1))
+            cached = (units, vectors)
+            with self._lock:
+                self._units[passage.chunk_id] = cached
+        return cached
+
+
+def run_planned(call: PlannedCall) -> ToolCall:
+    """Run one planned calculator; a calculator's refusal becomes a ToolCall with `error`."""
+    started = time.perf_counter()
+    try:
+        result = run_tool(call.name, call.arguments)
+    except MentorError as exc:
+        return ToolCall(call.name, dict(call.arguments), None, "", exc.message, _ms(started))
+    explanation = result.explanation
+    if call.assumed:
+        explanation = f"{explanation} (Assumed: {'; '.join(call.assumed)}.)"
+    return ToolCall(result.name, result.arguments, result.result, explanation, None, _ms(started))
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def compose(style: str, quoted: Sequence[str], tool_calls: Sequence[ToolCall]) -> str:
+    """Lay out the answer for its style; a hint never states the calculators' results."""
+    ok = [c for c in tool_calls if c.error is None]
+    failed = [c for c in tool_calls if c.error is not None]
+    if style == "hint":
+        parts = [HINT_CALC if tool_calls else HINT_QUESTION]
+        if quoted:
+            parts.append(f"First step: {quoted[0]}")
+        if tool_calls:
+            parts.append(HINT_CHECK)
+        return "\n\n".join(parts)
+    calculations = [f"**{TOOL_TITLES.get(c.name, c.name)}:** {c.explanation}" for c in ok]
+    problems = [f"I could not compute `{c.name}`: {c.error}" for c in failed]
+    if style == "brief":
+        body = calculations[:1] or list(quoted[:1])
+        return "\n\n".join([*body, *problems])
+    sections = []
+    if calculations:
+        sections.append("\n\n".join(calculations))
+    if quoted:
+        sections.append(" ".join(quoted))
+    sections.extend(problems)
+    return "\n\n".join(sections)

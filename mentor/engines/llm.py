@@ -1,0 +1,152 @@
+"""The LLM engine: numbered passages and the calculators as tools, through any OpenAI-compatible server.
+
+Tool calls are validated and run; a calculator's refusal goes back to the model as the tool message so it
+can correct itself. An unknown tool, arguments that are not JSON, or a model that will not stop calling
+tools raise `UpstreamError`, and the chat falls back to the extractive engine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mentor.answer import Answer, Question, ToolCall
+from mentor.errors import MentorError, UpstreamError
+from mentor.llm import ChatModel, Completion, TextDelta
+from mentor.prompts import Prompt
+from mentor.safety import INJECTION, sanitize_markdown
+from mentor.tools import REGISTRY, run_tool, tool_schemas
+
+ENGINE = "llm"
+OUT_OF_SCOPE = "OUT_OF_SCOPE"
+MARKER = re.compile(r"\[(\d{1,2})\]")
+
+
+class LLMEngine:
+    """Asks the model, runs its tool calls, and returns the same `Answer` the extractive engine does."""
+
+    name = ENGINE
+
+    def __init__(self, model: ChatModel, prompt: Prompt, *, max_tool_rounds: int, history_chars: int) -> None:
+        self._model = model
+        self._prompt = prompt
+        self._max_tool_rounds = max_tool_rounds
+        self._history_chars = history_chars
+        self._tools = tool_schemas()
+
+    @property
+    def model_name(self) -> str:
+        """The model answers are attributed to."""
+        return self._model.name
+
+    @property
+    def prompt_version(self) -> str:
+        """The version of the system prompt in use."""
+        return self._prompt.version
+
+    def messages(self, question: Question, *, feedback: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+        """System prompt, the bounded history, then the numbered passages and the question as data."""
+        system = self._prompt.system(
+            module_id=question.module_id, module_title=question.module_title, style=question.style
+        )
+        history: list[dict[str, Any]] = []
+        budget = self._history_chars
+        for turn in reversed(question.history):
+            size = len(turn.question) + len(turn.answer)
+            if size > budget:
+                break
+            budget -= size
+            history[:0] = [{"role": "user", "content": turn.question}, {"role": "assistant", "content": turn.answer}]
+        passages = "\n\n".join(
+            f"[{p.rank}] (section: {p.section_title})\n{INJECTION.sub('[instruction-like text removed]', p.text)}"
+            for p in question.passages
+        )
+        user = f"<passages>\n{passages}\n</passages>\n\n<question>\n{question.text}\n</question>"
+        messages = [{"role": "system", "content": system}, *history, {"role": "user", "content": user}]
+        if feedback is not None:
+            previous, problems = feedback
+            messages += [
+                {"role": "assistant", "content": previous},
+                {
+                    "role": "user",
+                    "content": "Your answer failed the grounding check: " + problems + " Rewrite it "
+                    "using only the passages and tool results, citing [n] after every sentence, and call a tool for "
+                    "every number you need.",
+                },
+            ]
+        return messages
+
+    async def run(
+        self, question: Question, *, feedback: tuple[str, str] | None = None
+    ) -> AsyncIterator[TextDelta | ToolCall | Answer]:
+        """Yield text deltas and tool calls as they happen, then the `Answer`."""
+        messages = self.messages(question, feedback=feedback)
+        tool_calls: list[ToolCall] = []
+        prompt_tokens = completion_tokens = 0
+        for _round in range(self._max_tool_rounds + 1):
+            completion: Completion | None = None
+            async for event in self._model.stream(messages, self._tools):
+                if isinstance(event, TextDelta):
+                    yield event
+                else:
+                    completion = event
+            assert completion is not None
+            prompt_tokens += completion.prompt_tokens or 0
+            completion_tokens += completion.completion_tokens or 0
+            if not completion.tool_calls:
+                break
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": completion.content or None,
+                    "tool_calls": [
+                        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                        for c in completion.tool_calls
+                    ],
+                }
+            )
+            for raw in completion.tool_calls:
+                call, content = execute(raw.name, raw.arguments)
+                tool_calls.append(call)
+                yield call
+                messages.append({"role": "tool", "tool_call_id": raw.id, "content": content})
+        else:
+            raise UpstreamError("tool_loop", f"the model kept calling tools after {self._max_tool_rounds} rounds")
+        text = sanitize_markdown(completion.content.strip())
+        out_of_scope = text.strip().strip(".").upper() == OUT_OF_SCOPE
+        yield Answer(
+            text=text,
+            citations=[],
+            tool_calls=tool_calls,
+            out_of_scope=out_of_scope,
+            engine=ENGINE,
+            model=self._model.name,
+            prompt_version=self._prompt.version,
+            passages=list(question.passages),
+            prompt_tokens=prompt_tokens or None,
+            completion_tokens=completion_tokens or None,
+        )
+
+
+def execute(name: str, arguments: str) -> tuple[ToolCall, str]:
+    """Run one tool call from the model; return the record and the tool message content."""
+    if name not in REGISTRY:
+        raise UpstreamError("unknown_tool", f"the model called an unknown tool {name!r}")
+    try:
+        parsed = json.loads(arguments or "{}")
+    except json.JSONDecodeError as exc:
+        raise UpstreamError("malformed_tool_call", f"the model sent arguments that are not JSON for {name}") from exc
+    if not isinstance(parsed, dict):
+        raise UpstreamError("malformed_tool_call", f"the model sent arguments that are not an object for {name}")
+    started = time.perf_counter()
+    try:
+        result = run_tool(name, parsed)
+    except MentorError as exc:
+        elapsed = (time.perf_counter() - started) * 1000
+        return ToolCall(name, parsed, None, "", exc.message, elapsed), json.dumps({"error": exc.message})
+    elapsed = (time.perf_counter() - started) * 1000
+    call = ToolCall(name, result.arguments, result.result, result.explanation, None, elapsed)
+    return call, json.dumps(result.to_dict())

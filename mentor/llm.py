@@ -1,0 +1,105 @@
+"""The OpenAI-SDK chat model behind a Protocol: streamed text, tool calls, token usage."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import openai
+
+from mentor.errors import UpstreamError
+
+DEFAULT_MODEL = "gpt-4o-mini"
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the assistant's text as it streams."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RawToolCall:
+    """A tool call as the model sent it; `arguments` is unparsed JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """The end of one model turn."""
+
+    content: str
+    tool_calls: list[RawToolCall] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class ChatModel(Protocol):
+    """Anything that streams one assistant turn for a list of messages and tools."""
+
+    name: str
+
+    def stream(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+    ) -> AsyncIterator[TextDelta | Completion]: ...
+
+
+class OpenAIChatModel:
+    """An OpenAI-compatible server through the official async SDK; one client per process."""
+
+    def __init__(self, *, base_url: str | None, api_key: str | None, model: str | None, timeout_s: float) -> None:
+        # max_retries=0: a slow or failing model must fall back within the time-out, not retry past it.
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0
+        )
+        self.name = model or DEFAULT_MODEL
+
+    async def stream(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+    ) -> AsyncIterator[TextDelta | Completion]:
+        """Yield text deltas as they arrive, then one `Completion` with the whole turn."""
+        content: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        usage = None
+        try:
+            stream = await self._client.chat.completions.create(
+                model=self.name,
+                messages=list(messages),
+                tools=list(tools) or openai.omit,
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta.content:
+                        content.append(delta.content)
+                        yield TextDelta(delta.content)
+                    for piece in delta.tool_calls or ():
+                        call = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
+                        call["id"] = piece.id or call["id"]
+                        if piece.function is not None:
+                            call["name"] += piece.function.name or ""
+                            call["arguments"] += piece.function.arguments or ""
+        except openai.APITimeoutError as exc:
+            raise UpstreamError("timeout", "the language model did not answer in time") from exc
+        except openai.APIStatusError as exc:
+            raise UpstreamError(f"http_{exc.status_code}", f"the language model failed ({exc.status_code})") from exc
+        except (openai.APIError, ValueError) as exc:
+            raise UpstreamError("connection", f"the language model cannot be used ({type(exc).__name__})") from exc
+        yield Completion(
+            content="".join(content),
+            tool_calls=[
+                RawToolCall(c["id"] or f"call_{i}", c["name"], c["arguments"]) for i, c in sorted(calls.items())
+            ],
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+        )

@@ -1,0 +1,47 @@
+"""Keep instructions out of data and unsafe Markdown out of answers.
+
+Questions and passages are data. A sentence that tries to instruct the assistant ("ignore your
+instructions", "print your system prompt") is never quoted from a passage nor obeyed from a question.
+"""
+
+from __future__ import annotations
+
+import re
+
+INJECTION = re.compile(
+    r"""(?ix)
+    \b(ignore|disregard|forget|override|bypass)\b[^.!?\n]{0,40}\b(instruction|instructions|rules|prompt|guidelines|above|previous)\b
+    | \b(system|developer|hidden|initial)\s+(prompt|message|instructions)\b
+    | \byou\s+are\s+now\b
+    | \b(act|pretend|behave)\s+as\b[^.!?\n]{0,30}\b(unrestricted|jailbroken|dan|different|another)\b
+    | \bnew\s+instructions?\b
+    | \b(reveal|print|show|repeat|output|leak|dump)\b[^.!?\n]{0,30}\b(your|its|the\s+system|hidden|initial|original)\s+
+      (prompt|instructions|rules|configuration|message)
+    | \b(canary|secret\s+(word|key|token))\b
+    | \b(what|which)\s+(are|is|were)\s+your\s+(instructions|rules|prompt|system\s+prompt|guidelines)
+    | \b(repeat|print|output)\b[^.!?\n]{0,20}\b(text|words|everything|all)\s+(above|before)
+    | <\s*/?\s*(system|assistant|instructions?)\s*>
+    """
+)
+HTML_TAG = re.compile(r"</?[A-Za-z][^>\n]{0,200}>")
+IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]*)[^)]*\)")
+LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)[^)]*\)")
+BARE_URL = re.compile(r"\bhttps?://[^\s)>\]]+")
+
+
+def looks_like_injection(text: str) -> bool:
+    """True when `text` addresses the assistant with instructions instead of asking about the module."""
+    return bool(INJECTION.search(text))
+
+
+def sanitize_markdown(text: str, *, allowed_urls: frozenset[str] = frozenset()) -> str:
+    """Drop raw HTML, images and any link or URL that did not come from the module."""
+    text = HTML_TAG.sub("", text)
+    text = IMAGE.sub(lambda m: m.group(1), text)
+    text = LINK.sub(lambda m: m.group(0) if m.group(2) in allowed_urls else m.group(1), text)
+    return BARE_URL.sub(lambda m: m.group(0) if m.group(0) in allowed_urls else "[link removed]", text)
+
+
+def module_urls(text: str) -> frozenset[str]:
+    """URLs that appear in a module's own text (the only ones an answer may carry)."""
+    return frozenset(BARE_URL.findall(text))

@@ -1,0 +1,175 @@
+"""Memory of model state in training (one replica, or sharded by ZeRO) and of the KV cache in inference."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from pydantic import Field
+
+from mentor.tools import units
+from mentor.tools.parsing import Count, PositiveNumber, ToolArgs, choice_type, enum_count_type, number_type
+from mentor.tools.result import ToolResult, normalised_arguments, to_number
+
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+# Mixed-precision training keeps an fp32 copy of the weights for the update (Micikevicius et al. 2018).
+MASTER_COPY_BYTES = 4
+# Optimizer moments are kept in fp32 in every mode: 16-bit moments lose the small updates they accumulate.
+MOMENT_BYTES = {"adam": 8, "adamw": 8, "sgd": 0, "sgd_momentum": 4}
+MOMENT_NAMES = {
+    "adam": "Adam momentum + variance",
+    "adamw": "AdamW momentum + variance",
+    "sgd": "no SGD state",
+    "sgd_momentum": "SGD momentum",
+}
+
+
+class TrainingMemoryArgs(ToolArgs):
+    params: Count = Field(description='Number of model parameters, e.g. 7000000000 or "7B".')
+    weight_dtype: choice_type("fp32", "fp16", "bf16") = Field(  # type: ignore[valid-type]
+        "bf16", description="Data type of the weights and gradients used in forward/backward."
+    )
+    optimizer: choice_type("adam", "adamw", "sgd", "sgd_momentum") = Field(  # type: ignore[valid-type]
+        "adam", description="Optimizer; its moments are counted in fp32."
+    )
+    mixed_precision: bool = Field(
+        True,
+        strict=True,
+        description="Keep an fp32 master copy of 16-bit weights (no effect when weight_dtype is fp32).",
+    )
+
+
+def training_memory(args: TrainingMemoryArgs) -> ToolResult:
+    """Compute the memory of weights, gradients and optimizer state for training a model on one replica.
+
+    Mixed-precision Adam: 2 + 2 + 12 (fp32 master copy 4, momentum 4, variance 4) = 16 bytes/param; fp32
+    Adam: 4 + 4 + 8. With fp32 weights there is no separate master copy, so mixed_precision has no effect.
+    Activations, temporary buffers and fragmentation are not included.
+    """
+    weight_bytes = DTYPE_BYTES[args.weight_dtype]
+    master_copy = args.mixed_precision and args.weight_dtype != "fp32"
+    optimizer_bytes_per_param = (MASTER_COPY_BYTES if master_copy else 0) + MOMENT_BYTES[args.optimizer]
+    bytes_per_param = 2 * weight_bytes + optimizer_bytes_per_param
+    weights = args.params * weight_bytes
+    optimizer = args.params * optimizer_bytes_per_param
+    total = args.params * bytes_per_param
+
+    n = f"{units.count(args.params)} params"
+    parts = ([f"fp32 master copy {MASTER_COPY_BYTES}"] if master_copy else []) + [
+        f"{MOMENT_NAMES[args.optimizer]} {MOMENT_BYTES[args.optimizer]}"
+    ]
+    explanation = (
+        f"weights = {n} × {weight_bytes} bytes ({args.weight_dtype}) = {units.nbytes(weights)}; "
+        f"gradients = {n} × {weight_bytes} bytes ({args.weight_dtype}) = {units.nbytes(weights)}; "
+        f"optimizer state = {n} × {optimizer_bytes_per_param} bytes ({' + '.join(parts)}) "
+        f"= {units.nbytes(optimizer)}; "
+        f"total = {n} × {bytes_per_param} bytes/param = {units.nbytes(total)}"
+    )
+    if args.weight_dtype == "fp32" and args.mixed_precision:
+        explanation += " (fp32 weights are their own master copy, so mixed_precision adds nothing)"
+    explanation += ". Activations and temporary buffers are not included."
+    return ToolResult(
+        name="training_memory",
+        arguments=normalised_arguments(args, mixed_precision=master_copy),
+        result={
+            "weights_bytes": weights,
+            "gradients_bytes": weights,
+            "optimizer_bytes": optimizer,
+            "total_bytes": total,
+            "bytes_per_param": bytes_per_param,
+        },
+        explanation=units.tidy(explanation),
+    )
+
+
+ZERO_STAGES = {
+    0: "plain data parallel, everything replicated",
+    1: "optimizer state sharded",
+    2: "optimizer state and gradients sharded",
+    3: "optimizer state, gradients and weights sharded",
+}
+
+
+class ZeroMemoryArgs(ToolArgs):
+    params: Count = Field(description='Number of model parameters (Ψ), e.g. "7.5B".')
+    dp_degree: Count = Field(description="Data-parallel degree N_d: the number of GPUs the state is sharded over.")
+    stage: enum_count_type(0, 1, 2, 3) = Field(  # type: ignore[valid-type]
+        description="ZeRO stage: 0 (plain DP), 1 (optimizer state), 2 (+ gradients) or 3 (+ weights)."
+    )
+    weight_bytes: PositiveNumber = Field(2, description="Bytes per weight (2 for fp16/bf16).")
+    gradient_bytes: PositiveNumber = Field(2, description="Bytes per gradient (2 for fp16/bf16).")
+    optimizer_bytes_per_param: number_type(at_least=0) = Field(  # type: ignore[valid-type]
+        12, description="Optimizer-state bytes per parameter, K (12 for mixed-precision Adam)."
+    )
+
+
+def zero_memory(args: ZeroMemoryArgs) -> ToolResult:
+    """Compute per-GPU model-state memory under ZeRO stage 0-3 (Rajbhandari et al. 2020, Figure 1).
+
+    Stage 1 shards the optimizer state over dp_degree GPUs, stage 2 also the gradients, stage 3 also the
+    weights; shares are exact (real implementations pad partitions slightly). Results are bytes; the paper's
+    GB are 10^9 bytes (7.5B params, 64 GPUs, stage 3: 16 × 7.5e9 / 64 = 1.875e9 bytes, printed 1.88 GB).
+    Activations are not included.
+    """
+    psi, nd = args.params, args.dp_degree
+    weights_share = 1 if args.stage < 3 else nd
+    gradients_share = 1 if args.stage < 2 else nd
+    optimizer_share = 1 if args.stage < 1 else nd
+    weights = Fraction(psi) * args.weight_bytes / weights_share
+    gradients = Fraction(psi) * args.gradient_bytes / gradients_share
+    optimizer = Fraction(psi) * args.optimizer_bytes_per_param / optimizer_share
+    total = weights + gradients + optimizer
+
+    def term(label: str, per_param: Fraction, share: int, value: Fraction) -> str:
+        shard = f" / {share} GPUs" if share > 1 else ""
+        return f"{label} = {units.count(psi)} × {units.number(per_param)} bytes{shard} = {units.nbytes(value)}"
+
+    explanation = (
+        f"ZeRO stage {args.stage} ({ZERO_STAGES[args.stage]}), per GPU with dp_degree {nd}: "
+        f"{term('weights', args.weight_bytes, weights_share, weights)}; "
+        f"{term('gradients', args.gradient_bytes, gradients_share, gradients)}; "
+        f"{term('optimizer state', args.optimizer_bytes_per_param, optimizer_share, optimizer)}; "
+        f"total = {units.nbytes(total)} per GPU (model state only; GB = 10^9 bytes)."
+    )
+    return ToolResult(
+        name="zero_memory",
+        arguments=normalised_arguments(args),
+        result={
+            "weights_bytes": to_number(weights, name="weights_bytes"),
+            "gradients_bytes": to_number(gradients, name="gradients_bytes"),
+            "optimizer_bytes": to_number(optimizer, name="optimizer_bytes"),
+            "total_bytes": to_number(total, name="total_bytes"),
+        },
+        explanation=units.tidy(explanation),
+    )
+
+
+class KvCacheArgs(ToolArgs):
+    layers: Count = Field(description="Number of transformer layers.")
+    kv_heads: Count = Field(description="Key/value heads per layer (fewer than query heads with GQA/MQA).")
+    head_dim: Count = Field(description="Dimension of each head.")
+    seq_len: Count = Field(description='Tokens cached per sequence, e.g. 4096 or "32k".')
+    batch: Count = Field(1, description="Number of sequences cached at once.")
+    bytes_per_element: PositiveNumber = Field(2, description="Bytes per cached number (2 for fp16/bf16, 1 for fp8).")
+
+
+def kv_cache(args: KvCacheArgs) -> ToolResult:
+    """Compute the KV-cache size: 2 (K and V) × layers × kv_heads × head_dim × bytes, per token × tokens."""
+    per_token = 2 * args.layers * args.kv_heads * args.head_dim * args.bytes_per_element
+    total = per_token * args.seq_len * args.batch
+    explanation = (
+        f"per token = 2 (K and V) × {args.layers} layers × {args.kv_heads} KV heads "
+        f"× {args.head_dim} head_dim "
+        f"× {units.number(args.bytes_per_element)} bytes = {units.number(per_token)} bytes "
+        f"= {units.nbytes(per_token)}; "
+        f"total = {units.number(per_token)} bytes × {args.seq_len} tokens × batch {args.batch} "
+        f"= {units.nbytes(total)}."
+    )
+    return ToolResult(
+        name="kv_cache",
+        arguments=normalised_arguments(args),
+        result={
+            "bytes_per_token": to_number(per_token, name="bytes_per_token"),
+            "total_bytes": to_number(total, name="total_bytes"),
+        },
+        explanation=units.tidy(explanation),
+    )

@@ -1,0 +1,68 @@
+"""Size of a weight-quantized model, counting the per-group scales and zero points."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from pydantic import Field, field_validator
+
+from mentor.tools import units
+from mentor.tools.parsing import Count, ToolArgs, count_type
+from mentor.tools.result import ToolResult, normalised_arguments, to_number
+
+# Integer widths used for weights in practice (1-bit/binary through int16), plus full 32-bit.
+ALLOWED_BITS = (*range(1, 17), 32)
+
+
+class QuantizedSizeArgs(ToolArgs):
+    params: Count = Field(description='Number of weights, e.g. "70B".')
+    bits: Count = Field(description="Bits per quantized weight: a whole number 1-16, or 32.")
+    group_size: Count | None = Field(
+        None, description="Weights sharing one scale (e.g. 128 for GPTQ/AWQ); null = no per-group overhead."
+    )
+    scale_bits: count_type(minimum=0, maximum=32) = Field(  # type: ignore[valid-type]
+        16, description="Bits of each group's scale (16 for an fp16 scale)."
+    )
+    zero_point_bits: count_type(minimum=0, maximum=32) = Field(  # type: ignore[valid-type]
+        0, description="Bits of each group's zero point (0 for symmetric quantization)."
+    )
+
+    @field_validator("bits")
+    @classmethod
+    def _known_width(cls, bits: int) -> int:
+        if bits not in ALLOWED_BITS:
+            raise ValueError(f"must be a whole number from 1 to 16, or 32 (got {bits})")
+        return bits
+
+
+def quantized_size(args: QuantizedSizeArgs) -> ToolResult:
+    """Compute a quantized model's size: bits per weight = bits + (scale_bits + zero_point_bits) / group_size.
+
+    Without group_size only the weights are counted (a per-tensor scale is negligible), so bits per weight
+    is exactly `bits`. Size is params × bits_per_weight / 8 bytes; GB = 10^9 bytes.
+    """
+    if args.group_size is None:
+        bits_per_weight = Fraction(args.bits)
+        per_weight = f"bits per weight = {args.bits} (no per-group scales counted)"
+    else:
+        overhead = args.scale_bits + args.zero_point_bits
+        bits_per_weight = args.bits + Fraction(overhead, args.group_size)
+        per_weight = (
+            f"bits per weight = {args.bits} + ({args.scale_bits} scale "
+            f"+ {args.zero_point_bits} zero-point bits) "
+            f"/ {args.group_size} weights per group = {units.number(bits_per_weight)}"
+        )
+    total = args.params * bits_per_weight / 8
+    explanation = (
+        f"{per_weight}; size = {units.count(args.params)} params × {units.number(bits_per_weight)} bits / 8 "
+        f"= {units.nbytes(total)}."
+    )
+    return ToolResult(
+        name="quantized_size",
+        arguments=normalised_arguments(args),
+        result={
+            "bits_per_weight": to_number(bits_per_weight, name="bits_per_weight"),
+            "total_bytes": to_number(total, name="total_bytes"),
+        },
+        explanation=units.tidy(explanation),
+    )

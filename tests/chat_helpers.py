@@ -1,0 +1,42 @@
+"""Helpers shared by the chat tests: apps over real HTTP and SSE parsing with a real client."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import uvicorn
+from httpx_sse import connect_sse
+
+from .conftest import free_port
+
+
+@contextmanager
+def serve(app) -> Iterator[str]:
+    """Run an ASGI app with uvicorn on a free localhost port, in a thread; yield its base URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def stream_events(base_url: str, body: dict) -> list[tuple[str, dict]]:
+    """POST /v1/chat/stream and parse every server-sent event with httpx-sse."""
+    with (
+        httpx.Client(base_url=base_url, timeout=30) as client,
+        connect_sse(client, "POST", "/v1/chat/stream", json=body) as source,
+    ):
+        assert source.response.headers["content-type"].startswith("text/event-stream")
+        return [(event.event, json.loads(event.data)) for event in source.iter_sse()]
