@@ -25,14 +25,23 @@ STOPWORDS = frozenset(
     they this those through to too under until up very was we were what when where which while who whom why will
     with would you your yours explain tell please mean means whats what's hi hey thanks work works use used
     using good best better thing things way get make need know understand example question help like find say
-    said""".split()
+    said give show list choose choosing pick decide difference different differ compare comparison versus vs""".split()
 )
 _stemmer = Stemmer.Stemmer("english")
 
 
+HYPHENATED = re.compile(r"[a-z]+(?:-[a-z]+)+")
+
+
 def tokenize(text: str) -> list[str]:
-    """Lower-case word and number tokens without stop words, Snowball-stemmed ("quantized" -> "quantiz")."""
-    return _stemmer.stemWords([t for t in TOKEN.findall(text.lower()) if t not in STOPWORDS])
+    """Lower-case word and number tokens without stop words, Snowball-stemmed ("quantized" -> "quantiz").
+
+    Hyphenated words also yield their joined form, so "over-train" matches a learner's "overtrain".
+    """
+    lower = text.lower()
+    words = [t for t in TOKEN.findall(lower) if t not in STOPWORDS]
+    words += [w.replace("-", "") for w in HYPHENATED.findall(lower)]
+    return _stemmer.stemWords(words)
 
 
 NUMERIC = re.compile(r"^\d+[a-z]?$")

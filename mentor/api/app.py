@@ -28,6 +28,8 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.settings = settings
         app.state.runtime = runtime or await asyncio.to_thread(build_runtime, settings)
+        # Load the embedding model now, not on the first learner's question.
+        await asyncio.to_thread(app.state.runtime.embedder.embed_query, "warm up")
         log.info("mentor ready: %s", app.state.runtime.ingest_report)
         yield
 

@@ -91,9 +91,8 @@ def split_units(text: str) -> list[Unit]:
         if not line:
             flush()
         elif line.startswith(("- ", "* ")):
-            flush()
+            flush()  # a list item is its own paragraph; its wrapped lines follow below
             paragraph.append(line[2:])
-            flush()
         else:
             paragraph.append(line)
     flush()
@@ -101,6 +100,8 @@ def split_units(text: str) -> list[Unit]:
     for unit in units:
         if merged and merged[-1].endswith(":"):
             merged[-1] = f"{merged[-1]} {unit}"  # "For a 7B model, that alone is:" belongs with its formula
+        elif merged and len(unit.split()) < 6 and not unit.startswith("`"):
+            merged[-1] = f"{merged[-1]} {unit}"  # "FSDP is the same idea." means nothing on its own
         else:
             merged.append(unit)
     return [Unit(u, i) for i, u in enumerate(merged)]
@@ -154,13 +155,20 @@ class ExtractiveEngine:
             return []
         query_vector = self._embedder.embed_query(query)
         query_terms = set(tokenize(query))
+        named = [p for p in question.passages if query_terms and query_terms <= set(tokenize(p.section_title))]
+        if named and not calculation:
+            # "give me the interview one-liners" names a section: quote it rather than a lookalike sentence.
+            passage = min(named, key=lambda p: p.rank)
+            units = [u for u in self._units_of(passage)[0] if not looks_like_injection(u.text)]
+            return [(passage, unit) for unit in units[: MAX_UNITS[question.style] + 2]]
         scored: list[tuple[float, Passage, Unit, np.ndarray]] = []
         for passage in question.passages:
             units, vectors = self._units_of(passage)
+            title_terms = set(tokenize(passage.section_title))  # "interview one-liners" names a section
             for unit, vector in zip(units, vectors, strict=True):
                 if looks_like_injection(unit.text) or len(unit.text.split()) < 4:
                     continue
-                terms = set(tokenize(unit.text))
+                terms = set(tokenize(unit.text)) | title_terms
                 overlap = len(query_terms & terms) / len(query_terms) if query_terms else 0.0
                 score = float(vector @ query_vector) + 0.3 * overlap + 0.02 * (len(question.passages) - passage.rank)
                 scored.append((score, passage, unit, vector))
@@ -171,7 +179,7 @@ class ExtractiveEngine:
         best = scored[0][0]
         picked: list[tuple[float, Passage, Unit, np.ndarray]] = []
         for item in scored:
-            if len(picked) == limit or item[0] < 0.7 * best:
+            if len(picked) == limit or item[0] < 0.8 * best:
                 break
             if any(float(item[3] @ other[3]) > 0.85 for other in picked):
                 continue  # the module says this twice; once is enough
