@@ -12,6 +12,7 @@ import logging
 import re
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -25,7 +26,7 @@ from mentor.engines.planner import plan_tools
 from mentor.errors import InvalidInput, UpstreamError
 from mentor.grounding import Grounding, ToolEvidence, check_grounding
 from mentor.llm import TextDelta
-from mentor.privacy import pseudonym
+from mentor.privacy import pseudonym, without_personal_details
 from mentor.retrieve import Retrieval, Retriever, tokenize
 from mentor.safety import INJECTION, looks_like_injection
 
@@ -132,6 +133,8 @@ class ChatService:
         self._key = pseudonym_key
         self.top_k = top_k
         self.on_result = on_result
+        # Who asked each recent question, so feedback can be checked before its row is written.
+        self._askers: OrderedDict[str, str] = OrderedDict()
 
     def prepare(self, request: ChatInput) -> Prepared:
         """Validate the question and claim its rate-limit slot; raise a MentorError for anything wrong."""
@@ -148,6 +151,14 @@ class ChatService:
         self.limiter.check(learner_key if request.learner_id else f"client:{request.client}")
         conversation = self.conversations.open(request.conversation_id, learner_key=learner_key, module_id=module.id)
         return Prepared(request, module, conversation, learner_key, uuid.uuid4().hex, started)
+
+    def asker(self, question_id: str) -> str | None:
+        """The pseudonym of who asked a recent question in this process, if known."""
+        return self._askers.get(question_id)
+
+    def learner_key(self, learner_id: str | None) -> str:
+        """The pseudonym the signals log knows a learner by."""
+        return pseudonym(learner_id, self._key)
 
     def module(self, module_id: str | None) -> Module:
         """Resolve the module; it may be omitted only while the corpus holds one."""
@@ -181,7 +192,8 @@ class ChatService:
         history = tuple(prepared.conversation.turns)
         message = request.message.strip()
         cleaned = clean_question(message)
-        query = retrieval_query(cleaned or message, history)
+        # Personal details say nothing about the topic: leave them out of retrieval and the scope decision.
+        query = retrieval_query(without_personal_details(cleaned) or cleaned or message, history)
         retrieval = await asyncio.to_thread(self.retriever.search, query, module.id, self.top_k)
         plan = plan_tools(cleaned, tuple(t.question for t in history)) if cleaned else []
         question = Question(
@@ -229,6 +241,9 @@ class ChatService:
             prepared.conversation,
             Turn(message, answer.text, tuple(c.section_id for c in answer.citations), tuple(answer.tool_calls)),
         )
+        self._askers[result.question_id] = result.learner_key
+        if len(self._askers) > 100_000:
+            self._askers.popitem(last=False)
         if self.on_result is not None:
             try:
                 self.on_result(result)

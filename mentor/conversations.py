@@ -64,6 +64,14 @@ class ConversationStore:
             self._items.move_to_end(conversation_id)
             return conversation
 
+    def forget_learner(self, learner_key: str) -> int:
+        """Drop every conversation of one learner (erasure); return how many."""
+        with self._lock:
+            doomed = [cid for cid, c in self._items.items() if c.learner_key == learner_key]
+            for cid in doomed:
+                del self._items[cid]
+        return len(doomed)
+
     def append(self, conversation: Conversation, turn: Turn) -> None:
         """Record a finished turn."""
         with self._lock:

@@ -25,7 +25,8 @@ STOPWORDS = frozenset(
     they this those through to too under until up very was we were what when where which while who whom why will
     with would you your yours explain tell please mean means whats what's hi hey thanks work works use used
     using good best better thing things way get make need know understand example question help like find say
-    said give show list choose choosing pick decide difference different differ compare comparison versus vs""".split()
+    said give show list choose choosing pick decide difference different differ compare comparison versus vs name hello
+    mail email phone contact thank regards cheers""".split()
 )
 _stemmer = Stemmer.Stemmer("english")
 

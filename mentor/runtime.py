@@ -27,6 +27,8 @@ from mentor.privacy import load_or_create_secret
 from mentor.prompts import load_prompt
 from mentor.retrieve import Retriever
 from mentor.settings import Settings
+from mentor.signals.db import migrate
+from mentor.signals.writer import SignalWriter
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,8 @@ class Runtime:
     engine: Engine
     ingest_report: IngestReport
     chat: ChatService
+    writer: SignalWriter
+    analyst_token: str
 
     def module(self, module_id: str | None) -> Module:
         """Resolve a module id; it may be omitted only while the corpus holds a single module."""
@@ -81,6 +85,14 @@ def build_runtime(
         scope_weight=settings.scope_weight,
     )
     by_id = {m.id: m for m in modules}
+    engine = make_engine(settings.database)
+    try:
+        migrate(engine)
+    except Exception as exc:  # the writer spools until the database is back, then migrates it
+        log.warning("signals database not reachable at start (%s); signals will be spooled", type(exc).__name__)
+    chat = build_chat(settings, by_id, retriever, embedder, chat_model)
+    writer = SignalWriter(engine, settings.data_dir / "signals.spool", embed=embedder.embed_query)
+    chat.on_result = writer.submit
     return Runtime(
         settings=settings,
         embedder=embedder,
@@ -88,10 +100,22 @@ def build_runtime(
         modules=by_id,
         chunks=chunks,
         retriever=retriever,
-        engine=make_engine(settings.database),
+        engine=engine,
         ingest_report=report,
-        chat=build_chat(settings, by_id, retriever, embedder, chat_model),
+        chat=chat,
+        writer=writer,
+        analyst_token=analyst_token(settings),
     )
+
+
+def analyst_token(settings: Settings) -> str:
+    """The configured analyst token, or the one generated on first start and kept in the data directory."""
+    if settings.analyst_token:
+        return settings.analyst_token.get_secret_value()
+    path = settings.data_dir / "analyst.token"
+    token = load_or_create_secret(path)
+    log.info("analyst token (no MENTOR_ANALYST_TOKEN set) is kept in %s", path.resolve())
+    return token
 
 
 def build_chat(

@@ -96,6 +96,16 @@ class Settings(BaseSettings):
         description="Secret for learner pseudonyms (HMAC-SHA256 of the host app's learner id). Unset: generated "
         "once and kept in data_dir/pseudonym.key.",
     )
+    analyst_token: SecretStr | None = Field(
+        None,
+        description="Bearer token for the analyst routes (/v1/signals/*, DELETE /v1/learners/*). Unset: generated "
+        "on first start and kept in data_dir/analyst.token (the start-up log says where).",
+    )
+    min_cohort: int = Field(5, ge=1, le=1000, description="Aggregates hide any group with fewer distinct learners.")
+    public_url: str = Field(
+        "http://localhost:8000",
+        description="The deployment's public base URL: the xAPI actor's homePage and activity ids.",
+    )
     host: str = Field("127.0.0.1", description="Address `mentor serve` binds to.")
     port: int = Field(8000, ge=1, le=65535, description="Port `mentor serve` listens on.")
     log_level: str = Field("info", description="Python logging level for the service.")

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mentor import __version__
-from mentor.api import routes_chat, routes_learner, routes_ops, routes_tools
+from mentor.api import routes_analyst, routes_chat, routes_learner, routes_ops, routes_tools
 from mentor.errors import MentorError, RateLimited
 from mentor.runtime import Runtime, build_runtime
 from mentor.settings import Settings
@@ -30,8 +30,11 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
         app.state.runtime = runtime or await asyncio.to_thread(build_runtime, settings)
         # Load the embedding model now, not on the first learner's question.
         await asyncio.to_thread(app.state.runtime.embedder.embed_query, "warm up")
+        writer = app.state.runtime.writer.start()
         log.info("mentor ready: %s", app.state.runtime.ingest_report)
         yield
+        if runtime is None:
+            await asyncio.to_thread(writer.stop)
 
     app = FastAPI(
         title="mentor",
@@ -43,6 +46,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.include_router(routes_learner.router)
     app.include_router(routes_chat.router)
     app.include_router(routes_tools.router)
+    app.include_router(routes_analyst.router)
     _install_error_handlers(app)
     return app
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import json
 import logging
+import re
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,9 +16,11 @@ from fastapi.responses import StreamingResponse
 
 from mentor.answer import ToolCall
 from mentor.api.deps import RuntimeDep
-from mentor.api.schemas import ChatRequest, ChatResponse, ErrorResponse
+from mentor.api.schemas import ChatRequest, ChatResponse, ErrorResponse, FeedbackRequest
 from mentor.chat import ChatInput, ChatResult
-from mentor.errors import MentorError
+from mentor.errors import InvalidInput, MentorError, NotFound, NotReady
+from mentor.signals.queries import question_owner
+from mentor.signals.records import Feedback
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1", tags=["learner"])
@@ -70,3 +76,21 @@ def sse(kind: str, payload: Any) -> str:
     else:
         data = payload
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+@router.post("/questions/{question_id}/feedback", status_code=201, responses=ERRORS)
+async def feedback(question_id: str, body: FeedbackRequest, runtime: RuntimeDep) -> dict[str, str]:
+    """Record the asking learner's rating of an answer (someone else's question is not found)."""
+    if not re.fullmatch(r"[0-9a-f]{32}", question_id):
+        raise InvalidInput("question_id: must be the 32-character id an answer returned")
+    learner = runtime.chat.learner_key(body.learner_id)
+    asker = runtime.chat.asker(question_id)
+    if asker is None:
+        try:
+            asker = await asyncio.to_thread(question_owner, runtime.engine, question_id)
+        except Exception as exc:
+            raise NotReady("feedback cannot be checked right now; please try again") from exc
+    if asker is None or not hmac.compare_digest(asker, learner):
+        raise NotFound(f"question {question_id} not found for this learner")
+    runtime.writer.submit(Feedback(question_id, learner, body.rating, body.comment, time.time()))
+    return {"status": "recorded"}

@@ -115,3 +115,13 @@ class ToolRun(BaseModel):
     arguments: dict[str, Any]
     result: dict[str, Any]
     explanation: str
+
+
+class FeedbackRequest(BaseModel):
+    """A thumbs up or down from the learner who asked."""
+
+    model_config = {"extra": "forbid"}
+
+    rating: Literal["up", "down"]
+    comment: str | None = Field(None, max_length=2000)
+    learner_id: str | None = Field(None, min_length=1, max_length=200, description="Same id as when asking.")

@@ -1,0 +1,1 @@
+"""Learning signals: every question as a pseudonymous, PII-free row; the only writer of those rows; analyst queries."""

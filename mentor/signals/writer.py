@@ -1,0 +1,253 @@
+"""The only writer of signal rows: off the request path, batched, and never losing a signal.
+
+`submit` only puts the result on a queue. A background thread redacts it, writes batches in one
+transaction, and when the database cannot be reached appends the records to a durable spool
+(JSON lines, fsync) instead. While the spool holds anything, new records go behind it, so rows
+arrive in order; the spool is replayed when the database is back, and inserts skip rows that already
+exist, so a record replayed twice is written once.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, select
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
+from sqlmodel import Session
+
+from mentor.chat import ChatResult
+from mentor.signals.db import migrate
+from mentor.signals.records import Feedback, feedback_record, question_record
+from mentor.signals.tables import (
+    ConversationRow,
+    FeedbackRow,
+    LearnerRow,
+    PassageRow,
+    QuestionRow,
+    ToolCallRow,
+)
+
+log = logging.getLogger(__name__)
+REJECTED = (IntegrityError, DataError)
+RETRYABLE = (OperationalError, DBAPIError, OSError)
+
+
+class Spool:
+    """Append-only JSON lines on local disk, fsynced, for records the database could not take yet."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def pending(self) -> bool:
+        return self.path.exists() and self.path.stat().st_size > 0
+
+    def append(self, records: Iterable[dict[str, Any]]) -> None:
+        lines = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(lines)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def read(self) -> list[dict[str, Any]]:
+        records = []
+        with open(self.path, encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    log.error("spool line is not JSON (a torn write?); kept in %s.bad", self.path)
+                    with open(f"{self.path}.bad", "a", encoding="utf-8") as bad:
+                        bad.write(line)
+        return records
+
+    def clear(self) -> None:
+        with open(self.path, "w", encoding="utf-8") as handle:
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+class SignalWriter:
+    """Writes signals in a background thread; `submit` never blocks and never raises."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        spool_path: Path,
+        *,
+        embed: Callable[[str], np.ndarray] | None = None,
+        batch_size: int = 200,
+        retry_s: float = 1.0,
+    ) -> None:
+        self._engine = engine
+        self._embed = embed
+        self._spool = Spool(spool_path)
+        self._rejected = spool_path.with_suffix(".rejected")
+        self._queue: queue.Queue[ChatResult | Feedback] = queue.Queue()
+        self._batch_size = batch_size
+        self._retry_s = retry_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="signal-writer", daemon=True)
+        self.written = 0
+        self.spooled = 0
+        self._migrated = False
+
+    def start(self) -> SignalWriter:
+        """Start the background thread (once; later calls do nothing)."""
+        if not self._thread.is_alive() and not self._stop.is_set():
+            self._thread.start()
+        return self
+
+    def submit(self, item: ChatResult | Feedback) -> None:
+        """Queue a signal; returns at once."""
+        self._queue.put_nowait(item)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything submitted is in the database; False if it is not after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._queue.unfinished_tasks == 0 and not self._spool.pending():
+                return True
+            time.sleep(0.02)
+        return False
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Finish what is queued (into the database or the spool) and stop the thread."""
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        delay = self._retry_s
+        while not (self._stop.is_set() and self._queue.empty()):
+            items = self._take()
+            records = [self._record(item) for item in items]
+            if records and self._spool.pending():
+                self._spool.append(records)  # behind what is already waiting, so rows arrive in order
+                self.spooled += len(records)
+                records = []
+            try:
+                if self._spool.pending():
+                    replay = self._spool.read()
+                    self._write(replay)
+                    self._spool.clear()
+                    log.info("signals database is back: %d spooled records written", len(replay))
+                if records:
+                    self._write(records)
+                delay = self._retry_s
+            except REJECTED as exc:
+                # A record the database refuses will never go in: set it aside rather than block the rest.
+                log.error("signals rejected by the database (%s); kept in %s", exc, self._rejected)
+                Spool(self._rejected).append(records or self._spool.read())
+                if not records:
+                    self._spool.clear()
+            except RETRYABLE as exc:
+                if records:
+                    self._spool.append(records)
+                    self.spooled += len(records)
+                log.warning("signals database unavailable (%s): signals wait in %s", type(exc).__name__,
+                            self._spool.path)
+                self._stop.wait(delay)
+                delay = min(delay * 2, 10.0)
+            finally:
+                for _ in items:
+                    self._queue.task_done()
+
+    def _take(self) -> list[ChatResult | Feedback]:
+        items: list[ChatResult | Feedback] = []
+        try:
+            items.append(self._queue.get(timeout=0.2))
+        except queue.Empty:
+            return items
+        while len(items) < self._batch_size:
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return items
+
+    def _record(self, item: ChatResult | Feedback) -> dict[str, Any]:
+        if isinstance(item, Feedback):
+            return feedback_record(item)
+        return question_record(item, embed=self._embed)
+
+    def _write(self, records: list[dict[str, Any]]) -> None:
+        if not self._migrated:
+            migrate(self._engine)  # a database that was down at start gets its schema on first contact
+            self._migrated = True
+        for start in range(0, len(records), self._batch_size):
+            write_records(self._engine, records[start : start + self._batch_size])
+            self.written += len(records[start : start + self._batch_size])
+
+
+def write_records(engine: Engine, records: list[dict[str, Any]]) -> None:
+    """Insert records in one transaction, skipping any row that already exists (replays are idempotent).
+
+    Rows go in parent-first phases (learners, conversations, questions, then their children), one flush
+    each, because the tables reference each other by foreign key.
+    """
+    questions = [r for r in records if r["type"] == "question"]
+    feedback = [r for r in records if r["type"] == "feedback"]
+    with Session(engine) as session:
+        learners = {
+            row.id: row
+            for row in session.exec(
+                select(LearnerRow).where(LearnerRow.id.in_({r["learner_id"] for r in records}))
+            ).scalars()
+        }
+        for record in records:
+            at = datetime.fromisoformat(record["created_at"])
+            learner = learners.get(record["learner_id"])
+            if learner is None:
+                learners[record["learner_id"]] = learner = LearnerRow(id=record["learner_id"], first_seen=at,
+                                                                      last_seen=at)
+                session.add(learner)
+            learner.last_seen = max(learner.last_seen, at)
+        session.flush()
+        known = _existing(session, ConversationRow.id, {r["conversation_id"] for r in questions})
+        for record in questions:
+            if record["conversation_id"] not in known:
+                known.add(record["conversation_id"])
+                session.add(ConversationRow(id=record["conversation_id"], learner_id=record["learner_id"],
+                                            module_id=record["module_id"],
+                                            started_at=datetime.fromisoformat(record["created_at"])))
+        session.flush()
+        known = _existing(session, QuestionRow.id, {r["question_id"] for r in questions})
+        new = [r for r in questions if r["question_id"] not in known]
+        for record in new:
+            session.add(question_row(record))
+        session.flush()
+        for record in new:
+            for passage in record["passages"]:
+                session.add(PassageRow(question_id=record["question_id"], **passage))
+            for call in record["tool_calls"]:
+                session.add(ToolCallRow(question_id=record["question_id"], **call))
+        known = _existing(session, FeedbackRow.id, {r["id"] for r in feedback})
+        for record in feedback:
+            if record["id"] not in known:
+                fields = {k: v for k, v in record.items() if k not in ("type", "created_at")}
+                session.add(FeedbackRow(**fields, created_at=datetime.fromisoformat(record["created_at"])))
+        session.commit()
+
+
+def _existing(session: Session, column: Any, ids: set[str]) -> set[str]:
+    return set(session.exec(select(column).where(column.in_(ids))).scalars()) if ids else set()
+
+
+def question_row(record: dict[str, Any]) -> QuestionRow:
+    """The questions-table row of a record."""
+    fields = {k: v for k, v in record.items() if k not in ("type", "question_id", "passages", "tool_calls",
+                                                            "embedding", "created_at")}
+    embedding = base64.b64decode(record["embedding"]) if record.get("embedding") else None
+    created = datetime.fromisoformat(record["created_at"])
+    return QuestionRow(id=record["question_id"], embedding=embedding, created_at=created, **fields)
