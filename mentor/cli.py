@@ -52,7 +52,8 @@ def make_settings(**overrides: Any):  # noqa: ANN201 - avoids importing pydantic
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
-    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    for noisy in ("bm25s", "alembic"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     return settings
 
 
@@ -155,7 +156,11 @@ def ask(
 
     runtime = build_runtime(make_settings())
     request = ChatInput(message=question, module_id=module, conversation_id=conversation, style=style, client="cli")
-    result = asyncio.run(runtime.chat.ask(request))
+    runtime.writer.start()  # the CLI's questions are learning signals too
+    try:
+        result = asyncio.run(runtime.chat.ask(request))
+    finally:
+        runtime.writer.stop()
     response = result.response()
     if as_json:
         typer.echo(json.dumps(response, indent=2, ensure_ascii=False))
@@ -205,6 +210,133 @@ def serve(
 
     settings = make_settings(host=host, port=port)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+
+
+signals_app = typer.Typer(help="The learning-signal log: summary, export and retention.", no_args_is_help=True)
+app.add_typer(signals_app, name="signals")
+
+
+def parse_since(value: str | None):  # noqa: ANN201
+    """An ISO date/time, or an age like 7d / 12h ago."""
+    from datetime import UTC, datetime
+
+    from mentor.errors import InvalidInput
+
+    if value is None:
+        return None
+    try:
+        return datetime.now(UTC) - parse_age(value)
+    except InvalidInput:
+        pass
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidInput(f"since: use an ISO date (2026-11-30) or an age (7d, 12h); got {value!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def parse_age(value: str):  # noqa: ANN201
+    """'180d', '12h', '30m' or '2w' as a timedelta."""
+    import re
+    from datetime import timedelta
+
+    from mentor.errors import InvalidInput
+
+    match = re.fullmatch(r"\s*(\d+)\s*([wdhm])\s*", value or "")
+    if match is None or int(match.group(1)) == 0:
+        raise InvalidInput(f"expected an age like 180d, 12h, 30m or 2w (got {value!r})")
+    unit = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes"}[match.group(2)]
+    return timedelta(**{unit: int(match.group(1))})
+
+
+def signals_engine():  # noqa: ANN201
+    """The signals database of the configured settings, migrated."""
+    from mentor.db import make_engine
+    from mentor.signals.db import migrate
+
+    settings = make_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.database)
+    migrate(engine)
+    return settings, engine
+
+
+@signals_app.command("summary")
+@handle_errors
+def signals_summary(
+    module: Annotated[str | None, typer.Option("--module", help="Only this module.")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="ISO date or age (7d).")] = None,
+    bucket: Annotated[str, typer.Option("--bucket", help="day or week.")] = "day",
+) -> None:
+    """Print the analyst summary as readable tables (small groups hidden, as in the API)."""
+    from mentor.errors import InvalidInput
+    from mentor.signals.queries import Filters
+    from mentor.signals.summary import summarize
+
+    if bucket not in ("day", "week"):
+        raise InvalidInput(f"bucket: day or week (got {bucket!r})")
+    settings, engine = signals_engine()
+    report = summarize(engine, Filters(module_id=module, since=parse_since(since)), bucket=bucket,
+                       min_cohort=settings.min_cohort)
+    typer.echo(f"questions: {report['questions']}   learners: {report['learners']}   "
+               f"grounded: {report['grounded_share']}   out of scope: {report['out_of_scope_share']}")
+    typer.echo(f"({report['note']}; suppressed: {report['suppressed_groups']})")
+    tables = [
+        ("questions per section", report["questions_per_section"], ["bucket", "section_id", "questions", "learners"]),
+        ("content gaps (out of scope)", report["content_gaps"], ["questions", "learners", "example"]),
+        ("most asked", report["most_asked"], ["questions", "learners", "example"]),
+        ("feedback by section", report["feedback_by_section"], ["section_id", "up", "down", "learners"]),
+        ("feedback by prompt version", report["feedback_by_prompt_version"], ["prompt_version", "up", "down"]),
+        ("tool usage", report["tool_usage"], ["name", "calls", "learners"]),
+        ("engine mix", report["engine_mix"], ["engine", "questions", "share"]),
+    ]
+    for title, rows, columns in tables:
+        typer.echo(f"\n{title}")
+        if not rows:
+            typer.echo("  (nothing to show)")
+        for row in rows:
+            typer.echo("  " + "  ".join(f"{row[c]}" for c in columns))
+
+
+@signals_app.command("export")
+@handle_errors
+def signals_export(
+    fmt: Annotated[str, typer.Option("--format", help="csv, jsonl or xapi.")] = "jsonl",
+    out: Annotated[Path, typer.Option("--out", help="File to write.")] = Path("signals.jsonl"),
+    module: Annotated[str | None, typer.Option("--module", help="Only this module.")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="ISO date or age (7d).")] = None,
+) -> None:
+    """Export the logged questions as CSV, JSON lines or xAPI 1.0.3 statements."""
+    from mentor.errors import InvalidInput
+    from mentor.signals.exports import FORMATS, export_lines
+    from mentor.signals.queries import Filters, iter_questions
+
+    if fmt not in FORMATS:
+        raise InvalidInput(f"format: one of {', '.join(FORMATS)} (got {fmt!r})")
+    settings, engine = signals_engine()
+    rows = iter_questions(engine, Filters(module_id=module, since=parse_since(since)))
+    written = 0
+    with open(out, "w", encoding="utf-8", newline="") as handle:
+        for piece in export_lines(rows, fmt, home_page=settings.public_url):
+            handle.write(piece)
+            written += 1
+    typer.echo(f"wrote {written - (fmt == 'csv')} records to {out}")
+
+
+@signals_app.command("purge")
+@handle_errors
+def signals_purge(
+    older_than: Annotated[str, typer.Option("--older-than", help="Age like 180d, 12h or 2w.")] = "180d",
+) -> None:
+    """Delete questions (with their passages, tool calls and feedback) older than the given age."""
+    from datetime import UTC, datetime
+
+    from mentor.signals.queries import purge_older_than
+
+    age = parse_age(older_than)
+    _, engine = signals_engine()
+    removed = purge_older_than(engine, age, now=datetime.now(UTC))
+    typer.echo(f"purged {removed} questions older than {older_than}")
 
 
 if __name__ == "__main__":  # pragma: no cover

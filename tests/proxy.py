@@ -29,6 +29,10 @@ class Proxy:
     def down(self) -> None:
         with self._lock:
             if self._listener is not None:
+                try:  # wakes the accept() blocked in the other thread, so the port really closes
+                    self._listener.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
                 self._listener.close()
                 self._listener = None
             for sock in self._sockets:

@@ -55,3 +55,23 @@ def test_bad_input_exits_2_with_one_line(cli, args, fragment) -> None:
     result = cli(*args)
     assert result.exit_code == 2
     assert fragment in result.output and "Traceback" not in result.output
+
+
+def test_ask_logs_a_signal_and_signals_commands_read_it(cli, tmp_path) -> None:
+    import csv
+
+    result = cli("ask", "int4 70B, my email is someone@example.com", "--json")
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output[result.output.index("{"):])
+    assert answer["tool_calls"][0]["name"] == "quantized_size"
+    out = tmp_path / "signals.csv"
+    exported = cli("signals", "export", "--format", "csv", "--out", str(out))
+    assert exported.exit_code == 0 and "wrote 1 records" in exported.output
+    (row,) = list(csv.DictReader(out.open()))
+    assert row["question_id"] == answer["question_id"] and "someone@example.com" not in row["text"]
+    summary = cli("signals", "summary", "--since", "7d")
+    assert summary.exit_code == 0 and "fewer than 5 distinct learners" in summary.output
+    assert cli("signals", "purge", "--older-than", "180d").output.startswith("purged 0 questions")
+    assert cli("signals", "purge", "--older-than", "soon").exit_code == 2
+    assert cli("signals", "export", "--format", "pdf").exit_code == 2
+    assert cli("ask", "").exit_code == 2

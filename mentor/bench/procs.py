@@ -117,4 +117,18 @@ def machine_info() -> dict[str, object]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "load_average_at_start": float(Path("/proc/loadavg").read_text().split()[0]),
     }
+
+
+def machine_busy_seconds() -> float:
+    """CPU time all processes on the machine have used since boot (/proc/stat: user, nice, system, irq, softirq)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[:7])
+    return (user + nice + system + irq + softirq) / CLOCK_TICKS
+
+
+def own_cpu_seconds() -> float:
+    """CPU time of this process and of every child it has waited for (servers and load generators)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system

@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, bindparam, insert, select, update
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
-from sqlmodel import Session
 
 from mentor.chat import ChatResult
 from mentor.signals.db import migrate
@@ -39,6 +38,7 @@ from mentor.signals.tables import (
 )
 
 log = logging.getLogger(__name__)
+LINGER_S = 0.05
 REJECTED = (IntegrityError, DataError)
 RETRYABLE = (OperationalError, DBAPIError, OSError)
 
@@ -169,9 +169,12 @@ class SignalWriter:
             items.append(self._queue.get(timeout=0.2))
         except queue.Empty:
             return items
+        # Linger briefly so a burst of questions becomes one transaction, not one each.
+        deadline = time.monotonic() + LINGER_S
         while len(items) < self._batch_size:
+            remaining = deadline - time.monotonic()
             try:
-                items.append(self._queue.get_nowait())
+                items.append(self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait())
             except queue.Empty:
                 break
         return items
@@ -193,61 +196,60 @@ class SignalWriter:
 def write_records(engine: Engine, records: list[dict[str, Any]]) -> None:
     """Insert records in one transaction, skipping any row that already exists (replays are idempotent).
 
-    Rows go in parent-first phases (learners, conversations, questions, then their children), one flush
-    each, because the tables reference each other by foreign key.
+    Core bulk inserts, parent tables first (learners, conversations, questions, then their children):
+    this runs beside the request path, so every millisecond of Python here is one a learner may wait for.
     """
-    questions = [r for r in records if r["type"] == "question"]
-    feedback = [r for r in records if r["type"] == "feedback"]
-    with Session(engine) as session:
-        learners = {
-            row.id: row
-            for row in session.exec(
-                select(LearnerRow).where(LearnerRow.id.in_({r["learner_id"] for r in records}))
-            ).scalars()
-        }
+    questions: dict[str, dict[str, Any]] = {}
+    feedback: dict[str, dict[str, Any]] = {}
+    for record in records:  # a replayed spool may hold a record twice
+        if record["type"] == "question":
+            questions.setdefault(record["question_id"], record)
+        else:
+            feedback.setdefault(record["id"], record)
+    with engine.begin() as connection:
+        seen: dict[str, datetime] = {}
         for record in records:
             at = datetime.fromisoformat(record["created_at"])
-            learner = learners.get(record["learner_id"])
-            if learner is None:
-                learners[record["learner_id"]] = learner = LearnerRow(id=record["learner_id"], first_seen=at,
-                                                                      last_seen=at)
-                session.add(learner)
-            learner.last_seen = max(learner.last_seen, at)
-        session.flush()
-        known = _existing(session, ConversationRow.id, {r["conversation_id"] for r in questions})
-        for record in questions:
-            if record["conversation_id"] not in known:
-                known.add(record["conversation_id"])
-                session.add(ConversationRow(id=record["conversation_id"], learner_id=record["learner_id"],
-                                            module_id=record["module_id"],
-                                            started_at=datetime.fromisoformat(record["created_at"])))
-        session.flush()
-        known = _existing(session, QuestionRow.id, {r["question_id"] for r in questions})
-        new = [r for r in questions if r["question_id"] not in known]
-        for record in new:
-            session.add(question_row(record))
-        session.flush()
-        for record in new:
-            for passage in record["passages"]:
-                session.add(PassageRow(question_id=record["question_id"], **passage))
-            for call in record["tool_calls"]:
-                session.add(ToolCallRow(question_id=record["question_id"], **call))
-        known = _existing(session, FeedbackRow.id, {r["id"] for r in feedback})
-        for record in feedback:
-            if record["id"] not in known:
-                fields = {k: v for k, v in record.items() if k not in ("type", "created_at")}
-                session.add(FeedbackRow(**fields, created_at=datetime.fromisoformat(record["created_at"])))
-        session.commit()
+            seen[record["learner_id"]] = max(seen.get(record["learner_id"], at), at)
+        known = _existing(connection, LearnerRow.id, set(seen))
+        if new_learners := [{"id": k, "first_seen": at, "last_seen": at} for k, at in seen.items() if k not in known]:
+            connection.execute(insert(LearnerRow), new_learners)
+        if old_learners := [{"key": k, "at": at} for k, at in seen.items() if k in known]:
+            connection.execute(
+                update(LearnerRow).where(LearnerRow.id == bindparam("key")).values(last_seen=bindparam("at")),
+                old_learners,
+            )
+        known = _existing(connection, QuestionRow.id, set(questions))
+        fresh = [r for key, r in questions.items() if key not in known]
+        conversations = {r["conversation_id"]: r for r in reversed(fresh)}
+        known = _existing(connection, ConversationRow.id, set(conversations))
+        if new_conversations := [
+            {"id": cid, "learner_id": r["learner_id"], "module_id": r["module_id"],
+             "started_at": datetime.fromisoformat(r["created_at"])}
+            for cid, r in conversations.items() if cid not in known
+        ]:
+            connection.execute(insert(ConversationRow), new_conversations)
+        if fresh:
+            connection.execute(insert(QuestionRow), [question_values(r) for r in fresh])
+            if passages := [p | {"question_id": r["question_id"]} for r in fresh for p in r["passages"]]:
+                connection.execute(insert(PassageRow), passages)
+            if calls := [c | {"question_id": r["question_id"]} for r in fresh for c in r["tool_calls"]]:
+                connection.execute(insert(ToolCallRow), calls)
+        known = _existing(connection, FeedbackRow.id, set(feedback))
+        if new_feedback := [
+            {k: v for k, v in r.items() if k != "type"} | {"created_at": datetime.fromisoformat(r["created_at"])}
+            for key, r in feedback.items() if key not in known
+        ]:
+            connection.execute(insert(FeedbackRow), new_feedback)
 
 
-def _existing(session: Session, column: Any, ids: set[str]) -> set[str]:
-    return set(session.exec(select(column).where(column.in_(ids))).scalars()) if ids else set()
+def _existing(connection: Connection, column: Any, ids: set[str]) -> set[str]:
+    return set(connection.execute(select(column).where(column.in_(ids))).scalars()) if ids else set()
 
 
-def question_row(record: dict[str, Any]) -> QuestionRow:
-    """The questions-table row of a record."""
-    fields = {k: v for k, v in record.items() if k not in ("type", "question_id", "passages", "tool_calls",
-                                                            "embedding", "created_at")}
-    embedding = base64.b64decode(record["embedding"]) if record.get("embedding") else None
-    created = datetime.fromisoformat(record["created_at"])
-    return QuestionRow(id=record["question_id"], embedding=embedding, created_at=created, **fields)
+def question_values(record: dict[str, Any]) -> dict[str, Any]:
+    """The questions-table values of a record."""
+    values = {k: v for k, v in record.items() if k not in ("type", "question_id", "passages", "tool_calls")}
+    values["embedding"] = base64.b64decode(record["embedding"]) if record.get("embedding") else None
+    values["created_at"] = datetime.fromisoformat(record["created_at"])
+    return values | {"id": record["question_id"]}

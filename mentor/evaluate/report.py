@@ -1,0 +1,290 @@
+"""Reports a person reads (report.md) and a machine diffs (report.json), and exports for ragas and DeepEval."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from mentor.evaluate.golden import CATEGORIES
+from mentor.evaluate.metrics import LOWER_IS_BETTER, METRICS
+from mentor.evaluate.runner import CaseResult
+
+log = logging.getLogger(__name__)
+ANSWER_EXCERPT = 600
+
+
+def _distinct(values: Sequence[str | None]) -> list[str]:
+    return sorted({v for v in values if v})
+
+
+def write_report(results: Sequence[CaseResult], metrics: dict[str, Any], out_dir: Path) -> None:
+    """Write report.json and report.md into `out_dir`, comparing with the report.json already there."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / "report.json"
+    previous = _read_previous(json_path)
+    cases = [r.case for r in results]
+    report = {
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "golden": {
+            "version": cases[0].golden_version if cases else None,
+            "sha256": cases[0].golden_sha256 if cases else None,
+            "splits": _distinct([c.split for c in cases]),
+            "cases": len(cases),
+        },
+        "engines": _distinct([r.engine for r in results]),
+        "models": _distinct([r.model for r in results]),
+        "prompt_versions": _distinct([r.prompt_version for r in results]),
+        "module_versions": _distinct([r.module_version for r in results]),
+        "metrics": metrics,
+        "cases": [r.to_dict() for r in results],
+    }
+    json_path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out_dir / "report.md").write_text(render_markdown(report, previous), encoding="utf-8")
+
+
+def _read_previous(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        previous = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        log.warning("previous report %s unreadable (%s): no comparison", path, exc)
+        return None
+    return previous if isinstance(previous, dict) and "metrics" in previous else None
+
+
+def _fmt(metric: dict[str, Any] | None, name: str) -> str:
+    if not metric or metric.get("value") is None:
+        return "—"
+    value = metric["value"]
+    return f"{value:.1f}" if name.endswith("_ms") else f"{value:.3f}"
+
+
+def _delta(now: dict[str, Any] | None, before: dict[str, Any] | None, name: str) -> str:
+    if not now or not before or now.get("value") is None or before.get("value") is None:
+        return ""
+    change = now["value"] - before["value"]
+    if abs(change) < 1e-9:
+        return "="
+    better = (change < 0) if name in LOWER_IS_BETTER else (change > 0)
+    text = f"{change:+.1f}" if name.endswith("_ms") else f"{change:+.3f}"
+    return f"{text} {'▲' if better else '▼'}"
+
+
+def _table(scope: dict[str, Any], before: dict[str, Any] | None, *, compare: bool) -> list[str]:
+    head = "| metric | value | n |" + (" Δ vs previous |" if compare else "")
+    rule = "|---|---:|---:|" + ("---:|" if compare else "")
+    lines = [head, rule]
+    for name in METRICS:
+        metric = scope.get(name)
+        if not metric or not metric.get("n"):
+            continue
+        row = f"| {name} | {_fmt(metric, name)} | {metric['n']} |"
+        if compare:
+            row += f" {_delta(metric, (before or {}).get(name), name)} |"
+        lines.append(row)
+    return lines
+
+
+def render_markdown(report: dict[str, Any], previous: dict[str, Any] | None = None) -> str:
+    """The human report: tables overall and per category, failures with their answers, deltas."""
+    metrics = report["metrics"]
+    golden = report["golden"]
+    compare = previous is not None
+    old = (previous or {}).get("metrics", {})
+    lines = [
+        "# mentor eval report",
+        "",
+        f"- created: {report['created_at']}",
+        f"- golden set: version {golden['version']}, sha256 `{(golden['sha256'] or '')[:16]}`, "
+        f"split {', '.join(golden['splits'])}, {golden['cases']} cases "
+        f"({metrics['cases']['run']} run, {metrics['cases']['skipped']} skipped, {metrics['cases']['errors']} errors)",
+        f"- engine: {', '.join(report['engines']) or '—'}; model: {', '.join(report['models']) or '—'}; "
+        f"prompt version: {', '.join(report['prompt_versions']) or '—'}; "
+        f"module version: {', '.join(report['module_versions']) or '—'}",
+    ]
+    if compare:
+        before = previous.get("golden", {})
+        lines.append(
+            f"- compared with the previous report of {previous.get('created_at', '?')} "
+            f"(golden {before.get('version')}, sha256 `{(before.get('sha256') or '')[:16]}`)"
+        )
+        if before.get("sha256") != golden["sha256"] or before.get("splits") != golden["splits"]:
+            lines.append("  - **the golden set or split differs**: deltas compare different case sets")
+    for note in metrics.get("notes", []):
+        lines.append(f"- note: {note}")
+    lines += ["", "## Overall", "", *_table(metrics["overall"], old.get("overall"), compare=compare)]
+    if metrics.get("by_engine"):
+        lines += [
+            "",
+            "## By engine",
+            "",
+            "| engine | latency p50 ms | latency p95 ms | grounded | n |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for engine, m in metrics["by_engine"].items():
+            lines.append(
+                f"| {engine} | {_fmt(m['latency_p50_ms'], 'latency_p50_ms')} | "
+                f"{_fmt(m['latency_p95_ms'], 'latency_p95_ms')} | "
+                f"{_fmt(m['grounded_share'], 'grounded_share')} | {m['latency_p50_ms']['n']} |"
+            )
+    for category in CATEGORIES:
+        scope = metrics["by_category"].get(category)
+        if scope is None:
+            continue
+        before = old.get("by_category", {}).get(category)
+        lines += ["", f"## {category}", "", *_table(scope, before, compare=compare)]
+    lines += ["", *_failures(report["cases"])]
+    if compare:
+        lines += ["", *_case_changes(report["cases"], previous.get("cases", []))]
+    return "\n".join(lines) + "\n"
+
+
+def _failures(cases: list[dict[str, Any]]) -> list[str]:
+    failed = [c for c in cases if not c["skipped"] and not c["verdicts"].get("passed", False)]
+    lines = [f"## Failures ({len(failed)})"]
+    if not failed:
+        return [*lines, "", "None."]
+    for case in failed:
+        expect = case["expect"]
+        wanted = []
+        if expect["sections"]:
+            wanted.append(f"sections {', '.join(expect['sections'])}")
+        if expect["tool"]:
+            wanted.append(f"tool {expect['tool']} {json.dumps(expect['tool_arguments'])}")
+        if expect["numbers"]:
+            wanted.append(f"numbers {' + '.join(' | '.join(n) for n in expect['numbers'])}")
+        if expect["facts"]:
+            wanted.append(f"facts {', '.join(expect['facts'])}")
+        wanted.append(f"out_of_scope {str(expect['out_of_scope']).lower()}")
+        got_tools = ", ".join(f"{t['name']} {json.dumps(t['arguments'])}" for t in case["tool_calls"]) or "none"
+        cited = ", ".join(sorted({c["section_id"] for c in case["citations"]})) or "none"
+        retrieved = ", ".join(p["section_id"] for p in case["contexts"] if p["source"] == "search") or "none"
+        answer = case["answer"].replace("\n", " ")
+        if len(answer) > ANSWER_EXCERPT:
+            answer = answer[:ANSWER_EXCERPT] + " …"
+        lines += [
+            "",
+            f"### {case['id']} ({case['category']}, {case['split']}): {', '.join(case['verdicts']['failed_checks'])}",
+            "",
+            *[f"> {turn}" for turn in case["turns"]],
+            "",
+            f"- expected: {'; '.join(wanted)}",
+            f"- got: out_of_scope {str(case['out_of_scope']).lower()}; cited {cited}; retrieved {retrieved}; "
+            f"tools {got_tools}",
+        ]
+        if case["grounding"].get("untraced_numbers"):
+            lines.append(f"- untraced numbers: {', '.join(case['grounding']['untraced_numbers'])}")
+        if case["verdicts"].get("pii_found"):
+            lines.append(f"- stored personal details: {', '.join(case['verdicts']['pii_found'])}")
+        if case["error"]:
+            lines.append(f"- error: {case['error']}")
+        lines.append(f"- answer: {answer or '(none)'}")
+    return lines
+
+
+def _case_changes(cases: list[dict[str, Any]], previous: list[dict[str, Any]]) -> list[str]:
+    before = {c.get("id"): c.get("verdicts", {}).get("passed") for c in previous if isinstance(c, dict)}
+    now = {c["id"]: c["verdicts"].get("passed") for c in cases if not c["skipped"]}
+    fixed = sorted(i for i, ok in now.items() if ok and before.get(i) is False)
+    broken = sorted(i for i, ok in now.items() if ok is False and before.get(i) is True)
+    new = sorted(i for i in now if i not in before)
+    return [
+        "## Changes since the previous report",
+        "",
+        f"- now failing: {', '.join(broken) or 'none'}",
+        f"- now passing: {', '.join(fixed) or 'none'}",
+        f"- new cases: {', '.join(new) or 'none'}",
+    ]
+
+
+# ---- exports ----------------------------------------------------------------------------------------------------
+
+
+def reference_answer(result: CaseResult) -> str:
+    """The case's reference answer, or one written from its expectations when the golden set gives none."""
+    expect = result.case.expect
+    if expect.reference:
+        return expect.reference
+    if expect.out_of_scope:
+        return "The module does not cover this; the mentor says so and points to what the module covers."
+    parts = []
+    if expect.numbers:
+        parts.append("The answer gives " + ", ".join(entry[0] for entry in expect.numbers) + ".")
+    if expect.tool:
+        parts.append(f"It is computed with the {expect.tool} calculator.")
+    if expect.facts:
+        parts.append("It mentions " + ", ".join(expect.facts) + ".")
+    if expect.sections:
+        parts.append("It is grounded in the module sections " + ", ".join(expect.sections) + ".")
+    return " ".join(parts) or "An answer grounded in the module."
+
+
+def _user_input(result: CaseResult) -> str:
+    # A follow-up means nothing alone; earlier turns come first, one per line.
+    return "\n".join(result.case.turns)
+
+
+def _retrieved(result: CaseResult) -> tuple[list[str], list[str]]:
+    texts, ids, seen = [], [], set()
+    for context in result.contexts:
+        key = context.get("chunk_id") or context["text"]
+        if context["source"] == "citation" and any(
+            p.get("chunk_id") == context.get("chunk_id") for p in result.retrieved
+        ):
+            continue  # its whole passage is in the search results
+        if key in seen:
+            continue
+        seen.add(key)
+        texts.append(context["text"])
+        ids.append(context.get("section_id") or "")
+    return texts, ids
+
+
+def export_records(results: Sequence[CaseResult], fmt: Literal["ragas", "deepeval"]) -> list[dict[str, Any]]:
+    """Records for ragas' EvaluationDataset.from_list or DeepEval's LLMTestCase(**record); skipped cases left out.
+
+    Context ids are section ids on both sides, so ragas' id-based context precision/recall compare like with like.
+    """
+    if fmt not in ("ragas", "deepeval"):
+        raise ValueError(f"fmt: must be ragas or deepeval (got {fmt!r})")
+    records = []
+    for result in results:
+        if result.skipped is not None:
+            continue
+        contexts, context_ids = _retrieved(result)
+        if fmt == "ragas":
+            records.append(
+                {
+                    "user_input": _user_input(result),
+                    "retrieved_contexts": contexts,
+                    "response": result.answer,
+                    "reference": reference_answer(result),
+                    "retrieved_context_ids": context_ids,
+                    "reference_context_ids": list(result.case.expect.sections),
+                }
+            )
+        else:
+            expect = result.case.expect
+            records.append(
+                {
+                    "input": _user_input(result),
+                    "actual_output": result.answer,
+                    "expected_output": reference_answer(result),
+                    "retrieval_context": contexts,
+                    "tools_called": [
+                        {"name": c["name"], "input_parameters": c.get("arguments") or {}, "output": c.get("result")}
+                        for c in result.tool_calls
+                    ],
+                    "expected_tools": (
+                        [{"name": expect.tool, "input_parameters": dict(expect.tool_arguments)}] if expect.tool else []
+                    ),
+                    "name": result.case.id,
+                    "additional_metadata": {"category": result.case.category, "split": result.case.split},
+                }
+            )
+    return records
