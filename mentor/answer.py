@@ -59,7 +59,7 @@ class Question:
     style: str
     passages: list[Passage]
     history: tuple[Turn, ...] = ()
-    section_titles: tuple[str, ...] = ()
+    allowed_urls: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)

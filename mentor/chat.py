@@ -28,7 +28,7 @@ from mentor.grounding import Grounding, ToolEvidence, check_grounding
 from mentor.llm import TextDelta
 from mentor.privacy import pseudonym, without_personal_details
 from mentor.retrieve import Retrieval, Retriever, tokenize
-from mentor.safety import INJECTION, looks_like_injection
+from mentor.safety import INJECTION, looks_like_injection, module_urls
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE_CHARS = 4000
@@ -37,6 +37,7 @@ FOLLOW_UP = re.compile(
     re.I,
 )
 PIECE = re.compile(r"\S+\s*")
+CLAUSES = re.compile(r"(?<=[.!?;:])\s+|\n+|\s*<[^<>]{1,60}>\s*|,\s*(?=(?:then|and then|anyway|now|but)\b)", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +97,12 @@ class ChatResult:
                 }
                 for c in answer.citations
             ],
-            "tool_calls": [call.public() for call in answer.tool_calls if call.error is None],
+            # A hint names the calculator but withholds its result (the log keeps the whole run).
+            "tool_calls": [
+                c.public() | ({"result": None, "explanation": ""} if self.style == "hint" else {})
+                for c in answer.tool_calls
+                if c.error is None
+            ],
             "out_of_scope": answer.out_of_scope,
             "grounding": self.grounding.to_dict(),
             "engine": answer.engine,
@@ -133,6 +139,7 @@ class ChatService:
         self._key = pseudonym_key
         self.top_k = top_k
         self.on_result = on_result
+        self._urls = {m.id: module_urls(m.body) for m in modules.values()}
         # Who asked each recent question, so feedback can be checked before its row is written.
         self._askers: OrderedDict[str, str] = OrderedDict()
 
@@ -302,8 +309,9 @@ def clean_question(message: str) -> str:
     """The question without any sentence that tries to instruct the mentor."""
     if not looks_like_injection(message):
         return message
-    sentences = re.split(r"(?<=[.!?])\s+|\n+", message)
-    kept = [s for s in sentences if s.strip() and not INJECTION.search(s)]
+    # Instructions hide in clauses and pseudo-tags too: "...output PWNED; anyway, how big is ...".
+    pieces = CLAUSES.split(message)
+    kept = [p.strip() for p in pieces if p and p.strip() and not INJECTION.search(p)]
     return " ".join(kept).strip()
 
 

@@ -276,10 +276,13 @@ def signals_summary(
     if bucket not in ("day", "week"):
         raise InvalidInput(f"bucket: day or week (got {bucket!r})")
     settings, engine = signals_engine()
-    report = summarize(engine, Filters(module_id=module, since=parse_since(since)), bucket=bucket,
-                       min_cohort=settings.min_cohort)
-    typer.echo(f"questions: {report['questions']}   learners: {report['learners']}   "
-               f"grounded: {report['grounded_share']}   out of scope: {report['out_of_scope_share']}")
+    report = summarize(
+        engine, Filters(module_id=module, since=parse_since(since)), bucket=bucket, min_cohort=settings.min_cohort
+    )
+    typer.echo(
+        f"questions: {report['questions']}   learners: {report['learners']}   "
+        f"grounded: {report['grounded_share']}   out of scope: {report['out_of_scope_share']}"
+    )
     typer.echo(f"({report['note']}; suppressed: {report['suppressed_groups']})")
     tables = [
         ("questions per section", report["questions_per_section"], ["bucket", "section_id", "questions", "learners"]),
@@ -337,6 +340,128 @@ def signals_purge(
     _, engine = signals_engine()
     removed = purge_older_than(engine, age, now=datetime.now(UTC))
     typer.echo(f"purged {removed} questions older than {older_than}")
+
+
+eval_app = typer.Typer(
+    help="Run the golden set and gate on its metrics (see eval/README.md); subcommands export and replay.",
+    invoke_without_command=True,
+)
+app.add_typer(eval_app, name="eval")
+GOLDEN = Path("eval/golden.jsonl")
+SetOpt = Annotated[Path, typer.Option("--set", help="Golden set (JSON lines).")]
+SplitOpt = Annotated[str, typer.Option("--split", help="dev, heldout or all.")]
+
+
+def run_golden(golden: Path, split: str, url: str | None, token: str | None):  # noqa: ANN201
+    """Ask every case in-process (scratch data directory) or against a running server; return results."""
+    import asyncio
+    import tempfile
+
+    import httpx
+
+    from mentor.evaluate import load_golden, run_cases, run_in_process
+
+    cases = load_golden(golden, split)
+    if url:
+
+        async def remote():  # noqa: ANN202
+            async with httpx.AsyncClient(base_url=url.rstrip("/"), timeout=120) as client:
+                return await run_cases(cases, client=client, analyst_token=token)
+
+        return asyncio.run(remote())
+    # A scratch data directory: the suite's questions must not become learning signals of real learners.
+    scratch = Path(tempfile.mkdtemp(prefix="mentor-eval-"))
+    settings = make_settings(data_dir=scratch, rate_limit_per_minute=10_000)
+    return asyncio.run(run_in_process(cases, settings, analyst_token=token))
+
+
+@eval_app.callback()
+@handle_errors
+def evaluate(
+    ctx: typer.Context,
+    golden: SetOpt = GOLDEN,
+    split: SplitOpt = "dev",
+    url: Annotated[str | None, typer.Option("--url", help="Evaluate a running server instead.")] = None,
+    token: Annotated[str | None, typer.Option("--token", help="Analyst token of that server (PII check).")] = None,
+    check: Annotated[bool, typer.Option("--check", help="Exit 1 when a metric is below eval/thresholds.toml.")] = False,
+    thresholds: Annotated[Path, typer.Option("--thresholds", help="Bounds for --check.")] = Path(
+        "eval/thresholds.toml"
+    ),
+    report: Annotated[Path | None, typer.Option("--report", help="Write report.json and report.md here.")] = None,
+) -> None:
+    """Run the golden set in-process on the configured engine (or against --url) and print the metrics."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from mentor.evaluate import check_thresholds, compute_metrics, write_report
+
+    results = run_golden(golden, split, url, token)
+    metrics = compute_metrics(results)
+    for name, metric in metrics["overall"].items():
+        value = metric["value"]
+        typer.echo(f"{name:28s} {'—' if value is None else f'{value:.3f}':>8s}   n={metric['n']}")
+    if report is not None:
+        write_report(results, metrics, report)
+        typer.echo(f"report written to {report / 'report.md'}")
+    if check:
+        failures = check_thresholds(metrics, thresholds)
+        for failure in failures:
+            typer.echo(f"FAIL {failure}", err=True)
+        if failures:
+            raise typer.Exit(1)
+        typer.echo(f"all metrics within {thresholds}")
+
+
+@eval_app.command("export")
+@handle_errors
+def eval_export(
+    fmt: Annotated[str, typer.Option("--format", help="ragas or deepeval.")] = "ragas",
+    out: Annotated[Path, typer.Option("--out", help="JSON lines file to write.")] = Path("eval-records.jsonl"),
+    golden: SetOpt = GOLDEN,
+    split: SplitOpt = "dev",
+) -> None:
+    """Run the golden set and write its records with the field names RAGAS or DeepEval expect."""
+    from mentor.errors import InvalidInput
+    from mentor.evaluate import export_records
+
+    if fmt not in ("ragas", "deepeval"):
+        raise InvalidInput(f"format: ragas or deepeval (got {fmt!r})")
+    records = export_records(run_golden(golden, split, None, None), fmt)
+    with open(out, "w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    typer.echo(f"wrote {len(records)} {fmt} records to {out}")
+
+
+@eval_app.command("replay")
+@handle_errors
+def eval_replay(
+    since: Annotated[str | None, typer.Option("--since", help="ISO date or age (7d).")] = None,
+    module: Annotated[str | None, typer.Option("--module", help="Only this module.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many logged questions.")] = 500,
+    as_json: Annotated[bool, typer.Option("--json", help="Print every change as JSON.")] = False,
+) -> None:
+    """Re-ask logged questions against the current index, prompts and engine; report what changed."""
+    import asyncio
+
+    from mentor.evaluate.replay import replay
+    from mentor.runtime import build_runtime
+    from mentor.signals.queries import Filters
+
+    settings = make_settings(rate_limit_per_minute=10_000)
+    runtime = build_runtime(settings)
+    filters = Filters(module_id=module, since=parse_since(since))
+    report = asyncio.run(replay(runtime, filters, limit=limit))
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        return
+    totals = report["totals"]
+    typer.echo(
+        f"replayed {totals['questions']} questions: {totals['changed']} changed "
+        f"(citations {totals['citations']}, numbers {totals['numbers']}, scope {totals['scope']}, "
+        f"grounding {totals['grounding']})"
+    )
+    for change in report["changes"][:50]:
+        typer.echo(f"- {change['question']!r}: " + "; ".join(change["what"]))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,6 +22,7 @@ HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
 SECTION_ID = re.compile(r"^(?P<title>.*?)\s*\{#(?P<id>[a-z0-9][a-z0-9._-]*)\}$")
 MODULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 FENCE = re.compile(r"^(`{3,}|~{3,})")
+HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 HEADER_LEVELS = [("#" * n, f"h{n}") for n in range(1, 7)]
 
 
@@ -103,6 +104,8 @@ def load_module(path: Path) -> Module:
     except (OSError, UnicodeDecodeError) as exc:
         raise CorpusError(f"{path}: cannot read as UTF-8 text ({exc})") from exc
     meta, body, body_line = _split_front_matter(path, raw)
+    # Learners never see HTML comments, so the mentor must not read them either (blanked, keeping line numbers).
+    body = HTML_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), body)
     module_id, title, prerequisites, version, topics = _validate_meta(path, meta)
     sections = _parse_sections(path, body, body_line)
     version = version or hashlib.sha256(raw.encode()).hexdigest()[:12]

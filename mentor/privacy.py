@@ -34,6 +34,7 @@ def load_or_create_secret(path: Path, *, nbytes: int = 32) -> str:
     path.write_text(secret + "\n", encoding="utf-8")
     return secret
 
+
 PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     # scheme://user:password@host — before e-mail, which would otherwise eat "password@host"
     ("url_credentials", re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s/:@]+:[^\s/@]*@[^\s/]+\S*", re.I)),
@@ -44,9 +45,10 @@ PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     # 13-19 digits in groups separated by spaces or dashes (card numbers), never commas (big counts)
     ("card", re.compile(r"(?<![\d,.])(?:\d[ -]?){12,18}\d(?![\d,.])")),
     # +country or (area) forms, or 3-3-4 groups; at least 9 digits in all
-    ("phone", re.compile(
-        r"(?<![\w.(])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{2,4}\)[\s.-]?)?\d{2,6}(?:[\s.-]\d{2,6}){1,4}(?![\w.])"
-    )),
+    (
+        "phone",
+        re.compile(r"(?<![\w.(])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{2,4}\)[\s.-]?)?\d{2,6}(?:[\s.-]\d{2,6}){1,4}(?![\w.])"),
+    ),
     ("phone", re.compile(r"(?<![\w.])\+\d{9,15}\b")),
 ]
 # The phrase in any case; the first word after it whatever its case ("my name is bob"), further words only

@@ -26,12 +26,14 @@ STOPWORDS = frozenset(
     with would you your yours explain tell please mean means whats what's hi hey thanks work works use used
     using good best better thing things way get make need know understand example question help like find say
     said give show list choose choosing pick decide difference different differ compare comparison versus vs name hello
-    mail email phone contact thank regards cheers""".split()
+    mail email phone contact thank regards cheers doesn don isn aren wasn weren won wouldn shouldn couldn didn
+    ll ve re pls plz lol thx ok okay hmm btw tldr tl dr eli5 quick module lesson chapter section course topic""".split()
 )
 _stemmer = Stemmer.Stemmer("english")
 
 
 HYPHENATED = re.compile(r"[a-z]+(?:-[a-z]+)+")
+BRITISH = re.compile(r"(?<=[a-z]{3})is(ation|ations|e|es|ed|ing|er|ers)$")
 
 
 def tokenize(text: str) -> list[str]:
@@ -40,9 +42,10 @@ def tokenize(text: str) -> list[str]:
     Hyphenated words also yield their joined form, so "over-train" matches a learner's "overtrain".
     """
     lower = text.lower()
-    words = [t for t in TOKEN.findall(lower) if t not in STOPWORDS]
+    words = [t for t in TOKEN.findall(lower) if t not in STOPWORDS and (len(t) > 1 or t.isdigit())]
     words += [w.replace("-", "") for w in HYPHENATED.findall(lower)]
-    return _stemmer.stemWords(words)
+    # British and American spellings meet ("quantisation" -> "quantization"), in documents and questions alike.
+    return _stemmer.stemWords([BRITISH.sub(r"iz\1", w) for w in words])
 
 
 NUMERIC = re.compile(r"^\d+[a-z]?$")
@@ -64,6 +67,18 @@ def near(a: str, b: str) -> bool:
     while i < len(short) and short[i] == long_[i]:
         i += 1
     return short[i:] == long_[i + 1 :]
+
+
+LETTERS_DIGITS = re.compile(r"[a-z]+|\d+")
+
+
+def expand_unknown(terms: list[str], vocab: frozenset[str]) -> list[str]:
+    """Split a term the module does not use at letter/digit seams: "zero3" -> "zero", "3"."""
+    out: list[str] = []
+    for term in terms:
+        parts = LETTERS_DIGITS.findall(term)
+        out.extend(parts if term not in vocab and len(parts) > 1 else [term])
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +145,7 @@ class Retriever:
         vocab = self._vocab[module_id]
         terms: list[str] = []
         topical = matched = 0
-        for term in tokenize(query):
+        for term in expand_unknown(tokenize(query), vocab):
             if term not in vocab and len(term) >= 6:
                 # "paralel", "optimzer": one edit away from a long module word is a typo, not a new topic.
                 # Short words are left alone: "bread" is not a misspelt "read".
@@ -167,7 +182,8 @@ class Retriever:
         )
         dense = {cid: 1.0 - d for cid, d in zip(hits["ids"][0], hits["distances"][0], strict=True)}
         terms, coverage = self.query_terms(query, module_id)
-        bm25_scores = self._bm25[module_id].get_scores(terms)
+        # A question of stop words only ("what is it?") has no terms: BM25 has nothing to say about it.
+        bm25_scores = self._bm25[module_id].get_scores(terms) if terms else np.zeros(len(chunks))
         fused: dict[str, float] = {}
         if mode != "bm25":
             for rank, cid in enumerate(dense, start=1):

@@ -15,15 +15,18 @@ INJECTION = re.compile(
     | \byou\s+are\s+now\b
     | \b(act|pretend|behave)\s+as\b[^.!?\n]{0,30}\b(unrestricted|jailbroken|dan|different|another)\b
     | \bnew\s+instructions?\b
+    | \b(answer|reply|respond|say|output|print)\s+(only|just)\s+(with\s+)?(?-i:["'A-Z])
+    | \bpwned\b
     | \b(reveal|print|show|repeat|output|leak|dump)\b[^.!?\n]{0,30}\b(your|its|the\s+system|hidden|initial|original)\s+
       (prompt|instructions|rules|configuration|message)
     | \b(canary|secret\s+(word|key|token))\b
     | \b(what|which)\s+(are|is|were)\s+your\s+(instructions|rules|prompt|system\s+prompt|guidelines)
     | \b(repeat|print|output)\b[^.!?\n]{0,20}\b(text|words|everything|all)\s+(above|before)
-    | <\s*/?\s*(system|assistant|instructions?)\s*>
+    | <\s*/?\s*(system|assistant|instructions?|question)\s*>
+    | \b(open|visit|follow|click)\b[^.!?\n]{0,40}\b(do\s+what\s+it\s+says|its\s+instructions)
     """
 )
-HTML_TAG = re.compile(r"</?[A-Za-z][^>\n]{0,200}>")
+HTML_TAG = re.compile(r"</?[A-Za-z][^>\n]{0,200}>|<!--.*?-->", re.S)
 IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]*)[^)]*\)")
 LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)[^)]*\)")
 BARE_URL = re.compile(r"\bhttps?://[^\s)>\]]+")

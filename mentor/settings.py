@@ -49,7 +49,7 @@ class Settings(BaseSettings):
         "question's topic words the module uses). Set by `mentor calibrate`.",
     )
     scope_threshold: float = Field(
-        0.484,
+        0.394,
         ge=-1.0,
         le=1.0,
         description="Relevance below which a question is outside the module. Set by `mentor calibrate` on "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -29,17 +30,13 @@ class Proxy:
     def down(self) -> None:
         with self._lock:
             if self._listener is not None:
-                try:  # wakes the accept() blocked in the other thread, so the port really closes
+                with contextlib.suppress(OSError):  # wakes the blocked accept(), so the port really closes
                     self._listener.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 self._listener.close()
                 self._listener = None
             for sock in self._sockets:
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 sock.close()
             self._sockets.clear()
 
@@ -68,7 +65,5 @@ class Proxy:
             pass
         finally:
             for sock in (source, sink):
-                try:
+                with contextlib.suppress(OSError):
                     sock.close()
-                except OSError:
-                    pass

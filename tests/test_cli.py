@@ -62,7 +62,7 @@ def test_ask_logs_a_signal_and_signals_commands_read_it(cli, tmp_path) -> None:
 
     result = cli("ask", "int4 70B, my email is someone@example.com", "--json")
     assert result.exit_code == 0, result.output
-    answer = json.loads(result.output[result.output.index("{"):])
+    answer = json.loads(result.output[result.output.index("{") :])
     assert answer["tool_calls"][0]["name"] == "quantized_size"
     out = tmp_path / "signals.csv"
     exported = cli("signals", "export", "--format", "csv", "--out", str(out))

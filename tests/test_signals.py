@@ -53,8 +53,7 @@ def db_url(request, tmp_path):
 
 def signals_runtime(runtime, tmp_path, url, **settings):
     """The session runtime with its own database, writer and chat service (same index and embedder)."""
-    config = make_settings(tmp_path, database_url=url, rate_limit_per_minute=10_000, analyst_token=TOKEN,
-                           **settings)
+    config = make_settings(tmp_path, database_url=url, rate_limit_per_minute=10_000, analyst_token=TOKEN, **settings)
     engine = make_engine(url)
     migrate(engine)
     writer = SignalWriter(engine, tmp_path / "signals.spool", embed=runtime.embedder.embed_query, retry_s=0.1)
@@ -78,8 +77,15 @@ def test_migrations_from_empty_match_the_models(db_url) -> None:
     migrate(engine)
     migrate(engine)  # a second start is a no-op
     names = set(inspect(engine).get_table_names())
-    assert {"learners", "conversations", "questions", "question_passages", "tool_calls", "feedback",
-            "alembic_version"} <= names
+    assert {
+        "learners",
+        "conversations",
+        "questions",
+        "question_passages",
+        "tool_calls",
+        "feedback",
+        "alembic_version",
+    } <= names
     with engine.connect() as connection:
         diff = compare_metadata(MigrationContext.configure(connection), SQLModel.metadata)
     assert diff == [], diff
@@ -89,8 +95,11 @@ def test_migrations_from_empty_match_the_models(db_url) -> None:
 
 def test_questions_become_redacted_pseudonymous_rows(db_url, tmp_path, runtime) -> None:
     rt = signals_runtime(runtime, tmp_path, db_url)
-    answer = ask(rt, "Hi, my name is Jane Doe (jane.doe@example.com). What's the optimizer state of a 13B model?",
-                 learner="host-user-77")
+    answer = ask(
+        rt,
+        "Hi, my name is Jane Doe (jane.doe@example.com). What's the optimizer state of a 13B model?",
+        learner="host-user-77",
+    )
     ask(rt, "how do I bake bread?", learner="host-user-77")
     assert rt.writer.flush()
     with Session(rt.engine) as session:
@@ -119,13 +128,16 @@ def test_200_concurrent_questions_give_200_rows(db_url, tmp_path, runtime) -> No
 
     async def run() -> list[int]:
         transport = httpx.ASGITransport(app=app)
-        async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=transport, base_url="http://mentor"
-        ) as client:
-            responses = await asyncio.gather(*[
-                client.post("/v1/chat", json={"message": questions[i % 5], "learner_id": f"l{i % 40}"})
-                for i in range(200)
-            ])
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=transport, base_url="http://mentor") as client,
+        ):
+            responses = await asyncio.gather(
+                *[
+                    client.post("/v1/chat", json={"message": questions[i % 5], "learner_id": f"l{i % 40}"})
+                    for i in range(200)
+                ]
+            )
         return [r.status_code for r in responses]
 
     assert asyncio.run(run()) == [200] * 200
@@ -195,8 +207,9 @@ def test_spool_written_with_a_wrong_port_is_replayed_once_by_the_next_start(tmp_
 
 @pytest.fixture
 def analyst(tmp_path, runtime):
-    rt = signals_runtime(runtime, tmp_path, f"sqlite:///{tmp_path / 'analyst.db'}", min_cohort=3,
-                         public_url="https://learn.example.org")
+    rt = signals_runtime(
+        runtime, tmp_path, f"sqlite:///{tmp_path / 'analyst.db'}", min_cohort=3, public_url="https://learn.example.org"
+    )
     with TestClient(create_app(rt.settings, runtime=rt)) as client:
         yield rt, client
     rt.writer.stop()
@@ -207,13 +220,22 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.mark.parametrize(
     "headers",
-    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}, {"Authorization": "Basic " + TOKEN},
-     {"Authorization": "Bearer learner-1"}],
+    [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": TOKEN},
+        {"Authorization": "Basic " + TOKEN},
+        {"Authorization": "Bearer learner-1"},
+    ],
 )
 def test_analyst_routes_need_the_token(analyst, headers) -> None:
     _, client = analyst
-    for method, path in [("GET", "/v1/signals/questions"), ("GET", "/v1/signals/summary"),
-                         ("GET", "/v1/signals/export"), ("DELETE", "/v1/learners/learner-1")]:
+    for method, path in [
+        ("GET", "/v1/signals/questions"),
+        ("GET", "/v1/signals/summary"),
+        ("GET", "/v1/signals/export"),
+        ("DELETE", "/v1/learners/learner-1"),
+    ]:
         response = client.request(method, path, headers=headers)
         assert response.status_code == 401 and "Bearer" in response.json()["message"]
 
@@ -268,8 +290,9 @@ def test_exports_parse_back(analyst) -> None:
     asked = client.post("/v1/chat", json={"message": "what does ZeRO stage 2 shard?", "learner_id": "e1"}).json()
     client.post("/v1/chat", json={"message": "int4 70B, my email is x@y.org", "learner_id": "e2"})
     assert rt.writer.flush()
-    rows = list(csv.DictReader(io.StringIO(client.get("/v1/signals/export", params={"format": "csv"},
-                                                      headers=AUTH).text)))
+    rows = list(
+        csv.DictReader(io.StringIO(client.get("/v1/signals/export", params={"format": "csv"}, headers=AUTH).text))
+    )
     assert len(rows) == 2 and rows[0]["question_id"] == asked["question_id"]
     assert rows[1]["tools"] == "quantized_size" and "x@y.org" not in rows[1]["text"]
     lines = client.get("/v1/signals/export", params={"format": "jsonl"}, headers=AUTH).text.splitlines()
@@ -279,16 +302,17 @@ def test_exports_parse_back(analyst) -> None:
     statements = [json.loads(line) for line in response.text.splitlines()]
     statement = statements[0]
     assert statement["version"] == "1.0.3" and uuid.UUID(statement["id"])
-    assert statement["actor"]["account"] == {"homePage": "https://learn.example.org",
-                                             "name": rt.chat.learner_key("e1")}
+    assert statement["actor"]["account"] == {"homePage": "https://learn.example.org", "name": rt.chat.learner_key("e1")}
     assert statement["verb"]["id"] == "http://adlnet.gov/expapi/verbs/asked"
     assert statement["object"]["id"].endswith("/sections/ref-parallelism-zero")
     assert statement["result"]["response"] == asked["answer"]
     assert datetime.fromisoformat(statement["timestamp"]).tzinfo is not None
     extensions = statement["context"]["extensions"]
     assert any(k.endswith("/passages") for k in extensions) and any(k.endswith("/grounding") for k in extensions)
-    again = [json.loads(line) for line in client.get("/v1/signals/export", params={"format": "xapi"},
-                                                     headers=AUTH).text.splitlines()]
+    again = [
+        json.loads(line)
+        for line in client.get("/v1/signals/export", params={"format": "xapi"}, headers=AUTH).text.splitlines()
+    ]
     assert [s["id"] for s in again] == [s["id"] for s in statements]  # stable ids
     assert client.get("/v1/signals/export", params={"format": "pdf"}, headers=AUTH).status_code == 422
 
@@ -297,8 +321,10 @@ def test_feedback_only_from_the_learner_who_asked(analyst) -> None:
     rt, client = analyst
     asked = client.post("/v1/chat", json={"message": "what is FSDP?", "learner_id": "fb"}).json()
     path = f"/v1/questions/{asked['question_id']}/feedback"
-    assert client.post(path, json={"rating": "up", "learner_id": "fb", "comment": "great, mail me@x.io"}
-                       ).status_code == 201
+    assert (
+        client.post(path, json={"rating": "up", "learner_id": "fb", "comment": "great, mail me@x.io"}).status_code
+        == 201
+    )
     assert client.post(path, json={"rating": "down", "learner_id": "someone-else"}).status_code == 404
     assert client.post(path, json={"rating": "meh", "learner_id": "fb"}).status_code == 422
     assert client.post(f"/v1/questions/{'0' * 32}/feedback", json={"rating": "up"}).status_code == 404
@@ -323,8 +349,9 @@ def test_erasure_removes_one_learner_and_only_them(analyst) -> None:
             assert session.exec(select(table).where(column == key)).scalars().all() == []
         assert session.exec(select(ToolCallRow)).scalars().all() == []
         assert len(session.exec(select(QuestionRow)).scalars().all()) == 1
-    follow = client.post("/v1/chat", json={"message": "and int8?", "learner_id": "leaver",
-                                           "conversation_id": gone["conversation_id"]})
+    follow = client.post(
+        "/v1/chat", json={"message": "and int8?", "learner_id": "leaver", "conversation_id": gone["conversation_id"]}
+    )
     assert follow.status_code == 404  # the conversation is forgotten too
 
 

@@ -58,32 +58,35 @@ async def questions(
     cursor: Annotated[str | None, Query(max_length=500)] = None,
 ) -> dict[str, Any]:
     """Logged questions, newest first, with their passages, tool calls and feedback; cursor-paginated."""
-    items, next_cursor = await asyncio.to_thread(
-        list_questions, runtime.engine, where, limit=limit, cursor=cursor
-    )
+    items, next_cursor = await asyncio.to_thread(list_questions, runtime.engine, where, limit=limit, cursor=cursor)
     return {"items": items, "next_cursor": next_cursor}
 
 
 @router.get("/signals/summary")
-async def summary(
-    runtime: RuntimeDep, where: FiltersDep, bucket: Literal["day", "week"] = "day"
-) -> dict[str, Any]:
+async def summary(runtime: RuntimeDep, where: FiltersDep, bucket: Literal["day", "week"] = "day") -> dict[str, Any]:
     """Questions per section over time, content gaps, feedback, tools, grounding, engines, most asked."""
     return await asyncio.to_thread(
-        summarize, runtime.engine, where, bucket=bucket, min_cohort=runtime.settings.min_cohort,
+        summarize,
+        runtime.engine,
+        where,
+        bucket=bucket,
+        min_cohort=runtime.settings.min_cohort,
         embed=runtime.embedder.embed_query,
     )
 
 
 @router.get("/signals/export")
 def export(
-    runtime: RuntimeDep, where: FiltersDep, format: Literal["csv", "jsonl", "xapi"] = "jsonl"  # noqa: A002
+    runtime: RuntimeDep,
+    where: FiltersDep,
+    format: Literal["csv", "jsonl", "xapi"] = "jsonl",  # noqa: A002
 ) -> StreamingResponse:
     """The filtered questions as CSV, JSON lines or xAPI 1.0.3 statements, streamed."""
     lines = export_lines(iter_questions(runtime.engine, where), format, home_page=runtime.settings.public_url)
     extension = {"csv": "csv", "jsonl": "jsonl", "xapi": "xapi.jsonl"}[format]
     return StreamingResponse(
-        lines, media_type=MEDIA_TYPES[format],
+        lines,
+        media_type=MEDIA_TYPES[format],
         headers={"Content-Disposition": f'attachment; filename="mentor-signals.{extension}"'},
     )
 

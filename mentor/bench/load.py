@@ -40,6 +40,10 @@ class LoadSpec:
     requests: int
     repetitions: int
     warmup: int
+    # Make every question text new (mentor's query cache never answers), keeping its meaning and scope;
+    # `first_index` keeps the texts of one run apart from those of earlier runs.
+    distinct_questions: bool = False
+    first_index: int = 0
 
 
 @dataclass(frozen=True)
@@ -79,22 +83,23 @@ async def run(spec: LoadSpec) -> list[dict]:
     limits = httpx.Limits(max_connections=spec.concurrency, max_keepalive_connections=spec.concurrency)
     async with httpx.AsyncClient(base_url=spec.base_url, timeout=REQUEST_TIMEOUT_S, limits=limits) as client:
         send = SENDERS[spec.kind]
-        await batch(client, send, concurrency=spec.concurrency, start=0, count=spec.warmup)
+        await batch(client, send, spec, start=0, count=spec.warmup)
         summaries = []
         for repetition in range(spec.repetitions):
             start = spec.warmup + repetition * spec.requests
             cpu_before, started = cpu_seconds(spec.pid), time.perf_counter()
-            samples = await batch(client, send, concurrency=spec.concurrency, start=start, count=spec.requests)
+            samples = await batch(client, send, spec, start=start, count=spec.requests)
             wall_s, cpu_s = time.perf_counter() - started, cpu_seconds(spec.pid) - cpu_before
             summaries.append(summarize(samples, wall_s=wall_s, cpu_s=cpu_s))
         return summaries
 
 
-Sender = Callable[[httpx.AsyncClient, int, int], Awaitable[tuple[float | None, str]]]
+# (client, question, learner id) -> (when the first text arrived, or None; what answered)
+Sender = Callable[[httpx.AsyncClient, str, str], Awaitable[tuple[float | None, str]]]
 
 
-async def batch(client: httpx.AsyncClient, send: Sender, *, concurrency: int, start: int, count: int) -> list[Sample]:
-    """Send requests start..start+count-1 over `concurrency` connections, one simulated learner each."""
+async def batch(client: httpx.AsyncClient, send: Sender, spec: LoadSpec, *, start: int, count: int) -> list[Sample]:
+    """Send requests start..start+count-1 over `spec.concurrency` connections, one simulated learner each."""
     indices = iter(range(start, start + count))  # shared by the workers: the loop ends when it is used up
     samples: list[Sample] = []
 
@@ -102,15 +107,24 @@ async def batch(client: httpx.AsyncClient, send: Sender, *, concurrency: int, st
         for index in indices:
             began = time.perf_counter()
             try:
-                first_text_at, tag = await send(client, index, seat)
+                first_text_at, tag = await send(client, question(index, spec), learner(index, seat))
             except (httpx.HTTPError, ValueError, KeyError) as exc:
                 samples.append(Sample(False, time.perf_counter() - began, None, f"error:{type(exc).__name__}"))
                 continue
             ttft = None if first_text_at is None else first_text_at - began
             samples.append(Sample(True, time.perf_counter() - began, ttft, tag))
 
-    await asyncio.gather(*(worker(seat) for seat in range(concurrency)))
+    await asyncio.gather(*(worker(seat) for seat in range(spec.concurrency)))
     return samples
+
+
+def question(index: int, spec: LoadSpec) -> str:
+    """The questions in turn. For distinct questions a unique tail of "?" and "!" (the request number in binary)
+    makes the text new to every cache, while retrieval tokens, scope and calculator plans stay the same."""
+    text = QUESTIONS[index % len(QUESTIONS)]
+    if not spec.distinct_questions:
+        return text
+    return text + format(spec.first_index + index + 1, "b").replace("0", "?").replace("1", "!")
 
 
 def learner(index: int, seat: int) -> str:
@@ -119,15 +133,15 @@ def learner(index: int, seat: int) -> str:
     return f"bench-learner-{seat:02d}-{index // len(QUESTIONS)}"
 
 
-async def send_mentor(client: httpx.AsyncClient, index: int, seat: int) -> tuple[float | None, str]:
-    body = {"message": QUESTIONS[index % len(QUESTIONS)], "learner_id": learner(index, seat)}
+async def send_mentor(client: httpx.AsyncClient, text: str, learner_id: str) -> tuple[float | None, str]:
+    body = {"message": text, "learner_id": learner_id}
     response = await client.post("/v1/chat", json=body)
     response.raise_for_status()
     return None, answer_tag(response.json())
 
 
-async def send_mentor_stream(client: httpx.AsyncClient, index: int, seat: int) -> tuple[float | None, str]:
-    body = {"message": QUESTIONS[index % len(QUESTIONS)], "learner_id": learner(index, seat)}
+async def send_mentor_stream(client: httpx.AsyncClient, text: str, learner_id: str) -> tuple[float | None, str]:
+    body = {"message": text, "learner_id": learner_id}
     first_delta = None
     event = tag = ""
     async with client.stream("POST", "/v1/chat/stream", json=body) as response:
@@ -144,21 +158,20 @@ async def send_mentor_stream(client: httpx.AsyncClient, index: int, seat: int) -
     return first_delta, tag
 
 
-async def send_baseline(client: httpx.AsyncClient, index: int, seat: int) -> tuple[float | None, str]:
-    response = await client.post("/v1/chat", json={"message": QUESTIONS[index % len(QUESTIONS)]})
+async def send_baseline(client: httpx.AsyncClient, text: str, learner_id: str) -> tuple[float | None, str]:
+    response = await client.post("/v1/chat", json={"message": text})
     response.raise_for_status()
     body = response.json()
     return None, f"baseline/{len(body['contexts'])}-contexts" if body["answer"] else "baseline/empty"
 
 
-async def send_stub(client: httpx.AsyncClient, index: int, seat: int) -> tuple[float | None, str]:
-    question = QUESTIONS[index % len(QUESTIONS)]
+async def send_stub(client: httpx.AsyncClient, text: str, learner_id: str) -> tuple[float | None, str]:
     passages = "\n\n".join(f"[{n}] (section: worked example)\n{STUB_PASSAGE}" for n in range(1, 5))
     body = {
         "model": "stub",
         "messages": [
             {"role": "system", "content": STUB_SYSTEM},
-            {"role": "user", "content": f"<passages>\n{passages}\n</passages>\n\n<question>\n{question}\n</question>"},
+            {"role": "user", "content": f"<passages>\n{passages}\n</passages>\n\n<question>\n{text}\n</question>"},
         ],
         "stream": True,
         "stream_options": {"include_usage": True},

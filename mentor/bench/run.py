@@ -23,13 +23,16 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mentor.bench.load import LoadSpec, measure
 from mentor.bench.procs import (
     ROOT,
     clean_env,
     free_port,
+    machine_busy_seconds,
     machine_info,
+    own_cpu_seconds,
     peak_rss_mb,
     python_code,
     spawn,
@@ -39,6 +42,10 @@ from mentor.bench.procs import (
 from mentor.bench.questions import QUESTIONS
 from mentor.bench.report import render_markdown
 
+if TYPE_CHECKING:
+    from mentor.bench.ingest import Ingested
+    from mentor.embeddings import Embedder
+
 log = logging.getLogger(__name__)
 
 DEFAULT_OUT_DIR = ROOT / "eval" / "bench"
@@ -47,14 +54,17 @@ PRESETS = {
     True: {"requests_per_level": 64, "repetitions": 3, "ingest_modules": (1, 20)},
     False: {"requests_per_level": 256, "repetitions": 5, "ingest_modules": (1, 20, 200)},
 }
-# (result name, load-generator kind, server): the order each concurrency level is measured in.
+# (result name, load-generator kind, server, every question new): the order each level is measured in.
 PLAN = (
-    ("stub", "stub", "stub"),
-    ("mentor_llm", "mentor", "mentor_llm"),
-    ("mentor_llm_stream", "mentor_stream", "mentor_llm"),
-    ("mentor_extractive", "mentor", "mentor_extractive"),
-    ("baseline", "baseline", "baseline"),
+    ("stub", "stub", "stub", False),
+    ("mentor_llm", "mentor", "mentor_llm", False),
+    ("mentor_llm_stream", "mentor_stream", "mentor_llm", False),
+    # The questions repeat, so mentor's query-embedding cache answers them; this run shows mentor without it.
+    ("mentor_llm_uncached", "mentor", "mentor_llm", True),
+    ("mentor_extractive", "mentor", "mentor_extractive", False),
+    ("baseline", "baseline", "baseline", False),
 )
+LLM_CONFIGS = ("mentor_llm", "mentor_llm_stream", "mentor_llm_uncached")
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,7 @@ def run_bench(
     include_extractive: bool = True,
     stub_token_delay_s: float = 0.0,
     stub_tool_call: bool = False,
+    search_questions: int | None = None,
     corpus_dir: Path | None = None,
 ) -> dict:
     """Measure mentor against the stub LLM and the LangChain baseline; write results.json and results.md.
@@ -86,7 +97,8 @@ def run_bench(
     `requests_per_level`, `repetitions` and `ingest_modules` default to the quick or full preset; `warmup`
     (unmeasured requests before each measured run) defaults to max(2 x concurrency, one pass over the
     questions, capped at requests_per_level). `ingest_modules` are corpus sizes: 1 is the seed corpus, larger
-    sizes add generated variants of it.
+    sizes add generated variants of it. `search_questions` limits how many questions are timed against each
+    corpus size in the retrieval measurement (default: all).
     """
     preset = PRESETS[quick]
     requests = requests_per_level or preset["requests_per_level"]
@@ -103,8 +115,10 @@ def run_bench(
         "stub_token_delay_s": stub_token_delay_s,
         "stub_tool_call": stub_tool_call,
         "questions": len(QUESTIONS),
+        "search_questions": search_questions or len(QUESTIONS),
     }
-    started = time.perf_counter()
+    machine = machine_info()
+    started, busy_before, own_before = time.perf_counter(), machine_busy_seconds(), own_cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="mentor-bench-") as tmp:
         work = Path(tmp)
         from mentor.bench.ingest import bench_settings, ingest
@@ -138,8 +152,14 @@ def run_bench(
             )
             if path.exists()
         }
-        ingest_runs, retrieval = measure_ingest(work, seed, sizes, corpus_dir, embedder, passes=reps)
+        questions = QUESTIONS[: search_questions or len(QUESTIONS)]
+        ingest_runs, retrieval = measure_ingest(work, seed, sizes, corpus_dir, embedder, questions, passes=reps)
+    duration_s = time.perf_counter() - started
+    # CPU the machine spent on anything but this run: other people's work makes every figure noisier.
+    other_cpu_s = machine_busy_seconds() - busy_before - (own_cpu_seconds() - own_before)
+    machine["other_cpu_share"] = max(other_cpu_s, 0.0) / (duration_s * (machine["cores"] or 1))
     results = assemble(
+        machine=machine,
         params=params,
         configs=configs,
         peak_rss=peak_rss,
@@ -149,7 +169,7 @@ def run_bench(
         model_load_s=model_load_s,
         stub_calls=2 if stub_tool_call else 1,
     )
-    results["duration_s"] = time.perf_counter() - started
+    results["duration_s"] = duration_s
     write_results(results, out_dir or DEFAULT_OUT_DIR)
     return results
 
@@ -227,8 +247,9 @@ def measure_servers(
 ) -> dict[str, dict]:
     """Every configuration at every concurrency; levels outermost so slow drift affects all alike."""
     configs: dict[str, dict] = {}
+    distinct_sent = 0  # distinct questions never repeat across runs, or the cache would answer them
     for concurrency in concurrencies:
-        for name, kind, server_name in PLAN:
+        for name, kind, server_name, distinct in PLAN:
             server = servers.get(server_name)
             if server is None:
                 continue
@@ -241,7 +262,11 @@ def measure_servers(
                 requests=requests,
                 repetitions=repetitions,
                 warmup=warmup_for(concurrency, warmup, requests),
+                distinct_questions=distinct,
+                first_index=distinct_sent,
             )
+            if distinct:
+                distinct_sent += spec.warmup + spec.requests * spec.repetitions
             configs.setdefault(name, {"levels": {}})["levels"][str(concurrency)] = aggregate(measure(spec))
     return configs
 
@@ -268,7 +293,16 @@ def count_rows(database: Path) -> int:
         return sum(db.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0] for table in tables)
 
 
-def measure_ingest(work: Path, seed, sizes: Sequence[int], corpus_dir: Path, embedder, *, passes: int):
+def measure_ingest(
+    work: Path,
+    seed: Ingested,
+    sizes: Sequence[int],
+    corpus_dir: Path,
+    embedder: Embedder,
+    questions: Sequence[str],
+    *,
+    passes: int,
+) -> tuple[list[dict], list[dict]]:
     """Ingest figures for each corpus size, and `Retriever.search` latency for the seed module in each."""
     from mentor.bench.corpus_gen import generate_corpus
     from mentor.bench.ingest import bench_settings, ingest, retrieval_latency
@@ -288,13 +322,14 @@ def measure_ingest(work: Path, seed, sizes: Sequence[int], corpus_dir: Path, emb
             index = ingest(bench_settings(data_dir=work / f"data-{size}", corpus_dir=generated), embedder)
         ingest_runs.append(index.figures)
         retrieval.append(
-            retrieval_latency(index, module_id, QUESTIONS, cached=embedder, uncached=uncached, passes=passes)
+            retrieval_latency(index, module_id, questions, cached=embedder, uncached=uncached, passes=passes)
         )
     return ingest_runs, retrieval
 
 
 def assemble(
     *,
+    machine: dict,
     params: dict,
     configs: dict,
     peak_rss: dict,
@@ -312,9 +347,9 @@ def assemble(
         return None if metric is None else metric["median"]
 
     for name, config in configs.items():
-        server = "mentor_llm" if name == "mentor_llm_stream" else name
+        server = "mentor_llm" if name in LLM_CONFIGS else name
         config["peak_rss_mb"] = peak_rss.get(server)
-        if name in ("mentor_llm", "mentor_llm_stream", "baseline"):
+        if name in (*LLM_CONFIGS, "baseline"):
             calls = stub_calls if name.startswith("mentor") else 1
             config["overhead_ms"] = {
                 level: {
@@ -323,17 +358,22 @@ def assemble(
                 }
                 for level in config["levels"]
             }
-    baseline_rps = median("baseline", high, "rps")
-    llm_rps = median("mentor_llm", high, "rps")
+
+    def ratio(config: str) -> float | None:
+        mentor, baseline = median(config, high, "rps"), median("baseline", high, "rps")
+        return mentor / baseline if mentor and baseline else None
+
     ttft = median("mentor_llm_stream", low, "ttft_p50_ms")
     stub_ttft = median("stub", low, "ttft_p50_ms")
     largest = ingest_runs[-1]
     errors = {name: sum(level["errors"] for level in c["levels"].values()) for name, c in configs.items()}
     results = {
-        "throughput_ratio_vs_baseline": llm_rps / baseline_rps if llm_rps and baseline_rps else None,
+        "throughput_ratio_vs_baseline": ratio("mentor_llm"),
+        "throughput_ratio_vs_baseline_uncached": ratio("mentor_llm_uncached"),
         "throughput_concurrency": int(high),
         "overhead_p50_ms": configs["mentor_llm"]["overhead_ms"][low]["p50"],
         "overhead_p99_ms": configs["mentor_llm"]["overhead_ms"][low]["p99"],
+        "overhead_p50_ms_uncached": configs["mentor_llm_uncached"]["overhead_ms"][low]["p50"],
         "overhead_concurrency": int(low),
         "ttft_overhead_p50_ms": ttft - stub_ttft if ttft is not None and stub_ttft is not None else None,
         "peak_rss_mb": peak_rss["mentor_llm"],
@@ -347,7 +387,7 @@ def assemble(
         "configs": configs,
         "rows_written": rows_written,
         "errors": errors,
-        "machine": machine_info(),
+        "machine": machine,
         "params": params,
     }
     results["notes"] = notes(results, stub_calls)
@@ -367,7 +407,8 @@ def notes(results: dict, stub_calls: int) -> list[str]:
         f"The stub, the load generator and the server under test share this machine's "
         f"{results['machine']['cores']} cores.",
         f"The {params['questions']} questions repeat, so after warm-up mentor's query-embedding cache answers every "
-        "question; the baseline embeds each one. See cold vs warm retrieval for what the cache saves.",
+        "question; the baseline embeds each one. 'every question new' adds a '?' per pass so nothing is cached.",
+        "At concurrency above 1, overhead includes queueing in the server (the stub alone queues far less).",
     ]
     rows = results["rows_written"]
     if rows:
@@ -376,7 +417,7 @@ def notes(results: dict, stub_calls: int) -> list[str]:
             + ", ".join(f"{name} {count}" for name, count in rows.items())
             + " (the baseline writes one row per question)."
         )
-    for name in ("mentor_llm", "mentor_llm_stream"):
+    for name in LLM_CONFIGS:
         answered = Counter()
         for level in results["configs"].get(name, {}).get("levels", {}).values():
             answered.update(level["answered_by"])
@@ -384,6 +425,11 @@ def notes(results: dict, stub_calls: int) -> list[str]:
             found.append(f"Not every {name} answer came from the LLM engine as intended: {dict(answered)}.")
     if params["quick"] and max(params["ingest_modules"]) < 200:
         found.append(f"Quick mode: the 200-module ingest is replaced by {max(params['ingest_modules'])} modules.")
+    if results["machine"]["other_cpu_share"] > 0.05:
+        found.append(
+            f"Other processes used {results['machine']['other_cpu_share']:.0%} of the machine's CPU during the run: "
+            "expect noisier, slower figures than on a quiet machine."
+        )
     if any(results["errors"].values()):
         found.append(f"Requests failed: {results['errors']}.")
     return found

@@ -20,7 +20,7 @@ from mentor.embeddings import Embedder
 from mentor.engines.planner import PlannedCall
 from mentor.errors import MentorError
 from mentor.retrieve import Passage, tokenize
-from mentor.safety import looks_like_injection
+from mentor.safety import looks_like_injection, sanitize_markdown
 from mentor.tools import run_tool
 
 ENGINE = "extractive"
@@ -30,10 +30,10 @@ MAX_UNITS = {"explain": 3, "brief": 1, "hint": 1}
 TOOL_TITLES = {
     "training_memory": "Training memory",
     "zero_memory": "ZeRO memory per GPU",
-    "chinchilla_optimal": "Chinchilla-optimal budget",
-    "scaling_law_loss": "Predicted loss",
+    "chinchilla_optimal": "Chinchilla-optimal tokens and compute",
+    "scaling_law_loss": "Scaling-law loss",
     "training_time": "Training time",
-    "quantized_size": "Quantized size",
+    "quantized_size": "Quantized model size",
     "pipeline_bubble": "Pipeline bubble",
     "activation_memory": "Activation memory",
     "kv_cache": "KV cache",
@@ -126,7 +126,9 @@ class ExtractiveEngine:
     def answer(self, question: Question, plan: Sequence[PlannedCall], *, retrieval_query: str) -> Answer:
         """Answer `question` from its passages, running the planned calculators."""
         tool_calls = [run_planned(call) for call in plan]
-        chosen = self._choose(question, retrieval_query, calculation=bool(plan))
+        # For a calculation, quote what the module says about that calculation, not whatever shares its numbers.
+        topics = " ".join(dict.fromkeys(TOOL_TITLES.get(call.name, call.name) for call in plan))
+        chosen = self._choose(question, f"{retrieval_query} {topics}".strip(), calculation=bool(plan))
         # [n] is the passage's retrieval rank, the same numbering the LLM engine sees.
         citations: dict[int, Citation] = {}
         quoted: list[str] = []
@@ -138,7 +140,7 @@ class ExtractiveEngine:
             # Each quote ends as a sentence, so the grounding check reads it as one.
             text = unit.text if unit.text.endswith((".", "!", "?")) else f"{unit.text}."
             quoted.append(f"{text} [{passage.rank}]")
-        text = compose(question.style, quoted, tool_calls)
+        text = sanitize_markdown(compose(question.style, quoted, tool_calls), allowed_urls=question.allowed_urls)
         return Answer(
             text=text,
             citations=[citations[n] for n in sorted(citations)],
@@ -181,8 +183,12 @@ class ExtractiveEngine:
         for item in scored:
             if len(picked) == limit or item[0] < 0.8 * best:
                 break
-            if any(float(item[3] @ other[3]) > 0.85 for other in picked):
-                continue  # the module says this twice; once is enough
+            terms = set(tokenize(item[2].text))
+            if any(
+                float(item[3] @ other[3]) > 0.85 or jaccard(terms, set(tokenize(other[2].text))) > 0.45
+                for other in picked
+            ):
+                continue  # the module says this twice (reference, one-liners); once is enough
             picked.append(item)
         picked.sort(key=lambda item: (item[1].position, item[2].index))
         return [(passage, unit) for _, passage, unit, _ in picked]
@@ -196,6 +202,11 @@ class ExtractiveEngine:
             with self._lock:
                 self._units[passage.chunk_id] = cached
         return cached
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    """Shared words over all words of two sentences."""
+    return len(a & b) / len(a | b) if a or b else 0.0
 
 
 def run_planned(call: PlannedCall) -> ToolCall:

@@ -115,7 +115,7 @@ class LLMEngine:
                 messages.append({"role": "tool", "tool_call_id": raw.id, "content": content})
         else:
             raise UpstreamError("tool_loop", f"the model kept calling tools after {self._max_tool_rounds} rounds")
-        text = sanitize_markdown(completion.content.strip())
+        text = sanitize_markdown(completion.content.strip(), allowed_urls=question.allowed_urls)
         out_of_scope = text.strip().strip(".").upper() == OUT_OF_SCOPE
         yield Answer(
             text=text,

@@ -25,7 +25,9 @@ GPUS = re.compile(
     r"(?<![\w.])(\d+)\s*(?:x\s*)?(?:gpus?|devices?|ranks?|accelerators?|a100s?|h100s?|v100s?|workers?)\b", re.I
 )
 ZERO_STAGE = re.compile(r"\bzero[\s-]*(?:stage[\s-]*)?([0-3])\b|\bstage[\s-]*([0-3])\b", re.I)
-PIPE_STAGES = re.compile(r"(?<![\w.])(\d+)\s*(?:pipeline\s*)?(?:stages?|pp\b)|\bpp\s*=?\s*(\d+)|\bp\s*=\s*(\d+)", re.I)
+PIPE_STAGES = re.compile(
+    r"(?<![\w.])(\d+)[\s-]*(?:pipeline[\s-]*)?(?:stages?|pp\b)|\bpp\s*=?\s*(\d+)|\bp\s*=\s*(\d+)", re.I
+)
 MICROBATCHES = re.compile(r"(?<![\w.])(\d+)\s*micro[\s-]*batch(?:es)?\b|\bm\s*=\s*(\d+)", re.I)
 INTERLEAVE = re.compile(r"(?:interleav\w*|virtual\s*stages?|chunks?)\s*(?:of|=|:)?\s*(\d+)|\bv\s*=\s*(\d+)", re.I)
 BITS = re.compile(r"\bint\s?(\d{1,2})\b|(?<![\w.])(\d{1,2})[\s-]*bits?\b|\bw(\d)a\d+\b", re.I)
@@ -38,6 +40,21 @@ PP = re.compile(
     r"\b(?:pp|pipeline[\s-]*parallel(?:ism)?)\s*(?:=|of|degree|size)?\s*(\d+)|(\d+)[\s-]*way\s*pipeline", re.I
 )
 GPU_KIND = re.compile(r"\b(a100|h100|v100|a10g?|l4|tpu[\s_-]*v4|tpu[\s_-]*v5e)s?\b", re.I)
+MICRO_BATCH = re.compile(r"micro[\s-]*batch(?:[\s-]*size)?\s*(?:of|=|:)?\s*(\d+)|\bmbs\s*=?\s*(\d+)", re.I)
+GRAD_ACCUM = re.compile(
+    r"grad(?:ient)?[\s-]*accum\w*(?:[\s-]*steps?)?\s*(?:of|=|:)?\s*(\d+)|(\d+)\s*accumulation", re.I
+)
+SEQ_LEN = re.compile(
+    r"\b(?:seq(?:uence)?(?:[\s-]*len(?:gth)?)?|context(?:[\s-]*length)?)\s*(?:of|=|:)?\s*(\d+)(k?)\b|"
+    r"(\d+)(k?)\s*(?:context|tokens? (?:of )?context|seq(?:uence)?)\b",
+    re.I,
+)
+HIDDEN = re.compile(r"\bhidden(?:[\s-]*(?:size|dim))?\s*(?:of|=|:)?\s*(\d+)|\bh\s*=\s*(\d+)", re.I)
+HEADS = re.compile(r"(?<![\w.])(\d+)\s*(?:attention\s*)?heads\b|\bheads\s*(?:=|:)?\s*(\d+)", re.I)
+KV_HEADS = re.compile(r"(?<![\w.])(\d+)\s*kv[\s-]*heads\b|\bkv[\s-]*heads\s*(?:=|:)?\s*(\d+)", re.I)
+HEAD_DIM = re.compile(r"head[\s_-]*(?:dim(?:ension)?|size)\s*(?:of|=|:)?\s*(\d+)", re.I)
+LAYERS = re.compile(r"(?<![\w.])(\d+)\s*layers\b|\blayers\s*(?:=|:)?\s*(\d+)", re.I)
+BATCH = re.compile(r"\bbatch(?:[\s-]*size)?\s*(?:of|=|:)?\s*(\d+)", re.I)
 MFU = re.compile(r"(\d+(?:\.\d+)?)\s*%\s*mfu|mfu\s*(?:of|=)?\s*(\d*\.\d+|\d+\s*%)", re.I)
 
 MEMORY_WORDS = re.compile(
@@ -51,8 +68,9 @@ CHINCHILLA_WORDS = re.compile(
 )
 LOSS_WORDS = re.compile(r"\b(loss|perplexity)\b", re.I)
 LAW_WORDS = re.compile(r"\bkaplan\b", re.I)
+LAW_OR_FIT = re.compile(r"\b(kaplan|chinchilla|scaling[\s-]*law|predict\w*|expected)\b", re.I)
 FORMAT_WORDS = re.compile(
-    r"\b(max(?:imum)?|largest|smallest|min(?:imum)?|range|epsilon|precision|exponent|mantissa|"
+    r"\b(max(?:imum)?|largest|smallest|min(?:imum)?|range|epsilon|exponent|mantissa|"
     r"limits?|representable|subnormal)\b",
     re.I,
 )
@@ -118,7 +136,28 @@ def find_tokens(text: str) -> str | None:
 
 
 def plan_tools(question: str, history: tuple[str, ...] = ()) -> list[PlannedCall]:
-    """Recognise which calculators a question asks for and read their arguments from it (and its history)."""
+    """Recognise which calculators a question asks for and read their arguments from it (and its history).
+
+    A follow-up that changes one number ("and on 256 GPUs instead?") is planned as the earlier question with
+    the new number first, so the new value wins wherever both appear.
+    """
+    plan = _plan(question, history)
+    if not plan and history and re.search(r"\d|\b(compute|flops|time|days|memory|size)\b", question, re.I):
+        earlier = _plan(history[-1], history[:-1])
+        if earlier:
+            return _plan(f"{question} {history[-1]}", history[:-1])
+    return plan
+
+
+def _seq_len(text: str) -> int | None:
+    match = SEQ_LEN.search(text)
+    if match is None:
+        return None
+    number, kilo = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+    return int(number) * (1024 if kilo else 1)
+
+
+def _plan(question: str, history: tuple[str, ...] = ()) -> list[PlannedCall]:
     text = question
     earlier = " ".join(history)
     calls: list[PlannedCall] = []
@@ -170,17 +209,51 @@ def plan_tools(question: str, history: tuple[str, ...] = ()) -> list[PlannedCall
             for s in stages_wanted
         ]
 
+    if re.search(r"\bactivations?\b", text, re.I):
+        seq, hidden, heads = _seq_len(text), _first(HIDDEN, text), _first(HEADS, text)
+        if seq and hidden and heads:
+            arguments = {
+                "seq_len": seq,
+                "micro_batch": int(_first(MICRO_BATCH, text) or _first(BATCH, text) or 1),
+                "hidden": int(hidden),
+                "heads": int(heads),
+            }
+            if layers := _first(LAYERS, text):
+                arguments["layers"] = int(layers)
+            if tp := _first(TP, text):
+                arguments["tensor_parallel"] = int(tp)
+            if re.search(r"sequence[\s-]*parallel", text, re.I):
+                arguments["sequence_parallel"] = True
+            if recompute := re.search(r"\b(selective|full)\s+(?:activation\s+)?recomput", text, re.I):
+                arguments["recompute"] = recompute.group(1).lower()
+            return [PlannedCall("activation_memory", arguments)]
+
+    if KV_WORDS.search(text):
+        layers, head_dim, seq = _first(LAYERS, text), _first(HEAD_DIM, text), _seq_len(text)
+        kv_heads = _first(KV_HEADS, text) or _first(HEADS, text)
+        if not (layers and head_dim and seq and kv_heads):
+            return []  # a KV-cache question without its shapes: the LLM engine or the calc API can take it
+        arguments = {"layers": int(layers), "kv_heads": int(kv_heads), "head_dim": int(head_dim), "seq_len": seq}
+        if batch := _first(BATCH, text):
+            arguments["batch"] = int(batch)
+        if re.search(r"\b(fp8|int8|8[\s-]*bit)\b", text, re.I):
+            arguments["bytes_per_element"] = 1
+        elif re.search(r"\bfp32\b", text, re.I):
+            arguments["bytes_per_element"] = 4
+        return [PlannedCall("kv_cache", arguments)]
+
     tp, pp = _first(TP, text), _first(PP, text)
-    if (
-        gpus
-        and (tp or pp)
-        and (LAYOUT_WORDS.search(text) or re.search(r"data[\s-]*parallel|\bdp\b|replica", text, re.I))
-    ):
+    layout_words = LAYOUT_WORDS.search(text) or re.search(r"data[\s-]*parallel|\bdp\b|replica|global batch", text, re.I)
+    if gpus and (tp or pp or _first(MICRO_BATCH, text)) and layout_words:
         arguments = {"num_gpus": int(gpus)}
         if tp:
             arguments["tensor_parallel"] = int(tp)
         if pp:
             arguments["pipeline_parallel"] = int(pp)
+        if micro_batch := _first(MICRO_BATCH, text):
+            arguments["micro_batch"] = int(micro_batch)
+        if accum := _first(GRAD_ACCUM, text):
+            arguments["grad_accum"] = int(accum)
         return [PlannedCall("parallel_layout", arguments)]
 
     if QUANT_WORDS.search(text):
@@ -214,7 +287,7 @@ def plan_tools(question: str, history: tuple[str, ...] = ()) -> list[PlannedCall
             return [PlannedCall("training_time", arguments, assumed)]
 
     params = find_params(text)
-    if LOSS_WORDS.search(text) and params and tokens and not MEMORY_WORDS.search(text):
+    if LOSS_WORDS.search(text) and params and tokens and (LAW_OR_FIT.search(text) or not MEMORY_WORDS.search(text)):
         arguments = {"params": params, "tokens": tokens}
         if LAW_WORDS.search(text):
             arguments["law"] = "kaplan"
@@ -228,9 +301,6 @@ def plan_tools(question: str, history: tuple[str, ...] = ()) -> list[PlannedCall
             return [PlannedCall("chinchilla_optimal", {"tokens": tokens})]
         if flops:
             return [PlannedCall("chinchilla_optimal", {"compute_flops": eval_power(flops)})]
-
-    if KV_WORDS.search(text):
-        return []  # needs layers, KV heads, head size and length: left to the LLM engine or the calc API
 
     if params and MEMORY_WORDS.search(text):
         arguments = {"params": params}

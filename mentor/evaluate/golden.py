@@ -302,9 +302,9 @@ def _parse_expect(raw: Any, category: Any, problems: list[str]) -> Expect | None
         problems.append("expect.reference: must be a non-empty string")
     # What each category is for; a case that cannot test it is a mistake in the set.
     if category in OUT_OF_SCOPE_CATEGORIES and out_of_scope is not True:
-        problems.append(f"expect.out_of_scope: must be true for a {category} case")
+        problems.append(f"expect.out_of_scope: must be true for {category} cases")
     if category in IN_SCOPE_CATEGORIES and out_of_scope is not False:
-        problems.append(f"expect.out_of_scope: must be false for a {category} case")
+        problems.append(f"expect.out_of_scope: must be false for {category} cases")
     if out_of_scope is True and (sections or tool or numbers):
         problems.append("expect: an out-of-scope case expects no sections, numbers or tool")
     if category == "concept" and not sections:
@@ -312,7 +312,7 @@ def _parse_expect(raw: Any, category: Any, problems: list[str]) -> Expect | None
     if category == "calculation" and tool is None:
         problems.append("expect.tool: a calculation case needs the expected calculator")
     if category in ATTACK_CATEGORIES and not forbidden:
-        problems.append(f"expect.forbidden: a {category} case needs the strings that must not appear")
+        problems.append(f"expect.forbidden: {category} cases need the strings that must not appear")
     if category == "pii" and not pii:
         problems.append("expect.pii: a pii case needs the personal details that must not be stored")
     return Expect(

@@ -110,7 +110,7 @@ class CaseResult:
             "storage_note": self.storage_note,
             "skipped": self.skipped,
             "error": self.error,
-            "verdicts": self.verdicts,
+            "verdicts": self.verdicts or (judge(self) if self.skipped is None else {}),
         }
 
 

@@ -48,8 +48,9 @@ class Filters:
         return query.where(*[c for c in conditions if c is not None])
 
 
-def question_dict(row: QuestionRow, passages: list[PassageRow], tools: list[ToolCallRow],
-                  feedback: list[FeedbackRow]) -> dict[str, Any]:
+def question_dict(
+    row: QuestionRow, passages: list[PassageRow], tools: list[ToolCallRow], feedback: list[FeedbackRow]
+) -> dict[str, Any]:
     """One question as analysts and exports see it (no embedding, no raw learner id: there is none)."""
     return {
         "question_id": row.id,
@@ -81,22 +82,31 @@ def question_dict(row: QuestionRow, passages: list[PassageRow], tools: list[Tool
             for p in sorted(passages, key=lambda p: p.rank)
         ],
         "tool_calls": [
-            {"name": t.name, "arguments": t.arguments, "result": t.result, "error": t.error,
-             "duration_ms": t.duration_ms}
+            {
+                "name": t.name,
+                "arguments": t.arguments,
+                "result": t.result,
+                "error": t.error,
+                "duration_ms": t.duration_ms,
+            }
             for t in tools
         ],
-        "feedback": [{"rating": f.rating, "comment": f.comment, "created_at": f.created_at.isoformat()}
-                     for f in feedback],
+        "feedback": [
+            {"rating": f.rating, "comment": f.comment, "created_at": f.created_at.isoformat()} for f in feedback
+        ],
     }
 
 
-def list_questions(engine: Engine, filters: Filters, *, limit: int, cursor: str | None) -> tuple[list[dict], str | None]:
+def list_questions(
+    engine: Engine, filters: Filters, *, limit: int, cursor: str | None
+) -> tuple[list[dict], str | None]:
     """A page of questions, newest first; the cursor continues where the last page stopped."""
     query = filters.apply(select(QuestionRow)).order_by(QuestionRow.created_at.desc(), QuestionRow.id.desc())
     if cursor:
         created, question_id = decode_cursor(cursor)
-        query = query.where(or_(QuestionRow.created_at < created,
-                                (QuestionRow.created_at == created) & (QuestionRow.id < question_id)))
+        query = query.where(
+            or_(QuestionRow.created_at < created, (QuestionRow.created_at == created) & (QuestionRow.id < question_id))
+        )
     with Session(engine) as session:
         rows = list(session.exec(query.limit(limit + 1)).scalars())
         page, more = rows[:limit], len(rows) > limit
@@ -111,8 +121,9 @@ def iter_questions(engine: Engine, filters: Filters, *, batch: int = 500) -> Ite
     while True:
         query = filters.apply(select(QuestionRow)).order_by(QuestionRow.created_at, QuestionRow.id)
         if last is not None:
-            query = query.where(or_(QuestionRow.created_at > last[0],
-                                    (QuestionRow.created_at == last[0]) & (QuestionRow.id > last[1])))
+            query = query.where(
+                or_(QuestionRow.created_at > last[0], (QuestionRow.created_at == last[0]) & (QuestionRow.id > last[1]))
+            )
         with Session(engine) as session:
             rows = list(session.exec(query.limit(batch)).scalars())
             items = _with_children(session, rows)

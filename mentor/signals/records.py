@@ -68,13 +68,24 @@ def question_record(result: ChatResult, *, embed: Callable[[str], np.ndarray] | 
         "created_at": iso(result.created),
         "embedding": None if vector is None else base64.b64encode(vector.astype(np.float32).tobytes()).decode(),
         "passages": [
-            {"chunk_id": p.chunk_id, "section_id": p.section_id, "rank": p.rank, "score": p.score,
-             "dense_similarity": p.dense_similarity, "cited": p.chunk_id in cited}
+            {
+                "chunk_id": p.chunk_id,
+                "section_id": p.section_id,
+                "rank": p.rank,
+                "score": p.score,
+                "dense_similarity": p.dense_similarity,
+                "cited": p.chunk_id in cited,
+            }
             for p in result.retrieval.passages
         ],
         "tool_calls": [
-            {"name": c.name, "arguments": c.arguments, "result": c.result, "error": c.error,
-             "duration_ms": c.duration_ms}
+            {
+                "name": c.name,
+                "arguments": c.arguments,
+                "result": c.result,
+                "error": c.error,
+                "duration_ms": c.duration_ms,
+            }
             for c in answer.tool_calls
         ],
     }

@@ -57,10 +57,18 @@ def summarize(
     with Session(engine) as session:
         rows = list(session.exec(filters.apply(select(QuestionRow))).scalars())
         ids = [r.id for r in rows]
-        tools = list(session.exec(select(ToolCallRow.question_id, ToolCallRow.name)
-                                  .where(ToolCallRow.question_id.in_(ids))).all()) if ids else []
-        feedback = list(session.exec(select(FeedbackRow).where(FeedbackRow.question_id.in_(ids))).scalars()) \
-            if ids else []
+        tools = (
+            list(
+                session.exec(
+                    select(ToolCallRow.question_id, ToolCallRow.name).where(ToolCallRow.question_id.in_(ids))
+                ).all()
+            )
+            if ids
+            else []
+        )
+        feedback = (
+            list(session.exec(select(FeedbackRow).where(FeedbackRow.question_id.in_(ids))).scalars()) if ids else []
+        )
     by_id = {r.id: r for r in rows}
     cohorts = Cohorts(min_cohort)
 
@@ -80,8 +88,9 @@ def summarize(
         for r in rows:
             groups[key_of(r)].add(r.learner_id)
             counts[key_of(r)] += 1
-        return cohorts.report(groups, lambda k: {name: k, "questions": counts[k],
-                                                 "share": round(counts[k] / len(rows), 4)})
+        return cohorts.report(
+            groups, lambda k: {name: k, "questions": counts[k], "share": round(counts[k] / len(rows), 4)}
+        )
 
     def feedback_by(key_of: Callable[[QuestionRow], Hashable], name: str) -> list[dict]:
         groups: dict[Hashable, set[str]] = defaultdict(set)
@@ -140,8 +149,9 @@ def clusters(
         lambda i: {
             "example": Counter(m.text for m in groups[i][1]).most_common(1)[0][0],
             "questions": len(groups[i][1]),
-            "sections": [s for s, _ in Counter(m.primary_section_id for m in groups[i][1] if m.primary_section_id)
-                         .most_common(3)],
+            "sections": [
+                s for s, _ in Counter(m.primary_section_id for m in groups[i][1] if m.primary_section_id).most_common(3)
+            ],
         },
     )
     return sorted(reported, key=lambda r: -r["questions"])[:top]

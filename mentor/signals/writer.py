@@ -155,8 +155,9 @@ class SignalWriter:
                 if records:
                     self._spool.append(records)
                     self.spooled += len(records)
-                log.warning("signals database unavailable (%s): signals wait in %s", type(exc).__name__,
-                            self._spool.path)
+                log.warning(
+                    "signals database unavailable (%s): signals wait in %s", type(exc).__name__, self._spool.path
+                )
                 self._stop.wait(delay)
                 delay = min(delay * 2, 10.0)
             finally:
@@ -224,9 +225,14 @@ def write_records(engine: Engine, records: list[dict[str, Any]]) -> None:
         conversations = {r["conversation_id"]: r for r in reversed(fresh)}
         known = _existing(connection, ConversationRow.id, set(conversations))
         if new_conversations := [
-            {"id": cid, "learner_id": r["learner_id"], "module_id": r["module_id"],
-             "started_at": datetime.fromisoformat(r["created_at"])}
-            for cid, r in conversations.items() if cid not in known
+            {
+                "id": cid,
+                "learner_id": r["learner_id"],
+                "module_id": r["module_id"],
+                "started_at": datetime.fromisoformat(r["created_at"]),
+            }
+            for cid, r in conversations.items()
+            if cid not in known
         ]:
             connection.execute(insert(ConversationRow), new_conversations)
         if fresh:
@@ -238,7 +244,8 @@ def write_records(engine: Engine, records: list[dict[str, Any]]) -> None:
         known = _existing(connection, FeedbackRow.id, set(feedback))
         if new_feedback := [
             {k: v for k, v in r.items() if k != "type"} | {"created_at": datetime.fromisoformat(r["created_at"])}
-            for key, r in feedback.items() if key not in known
+            for key, r in feedback.items()
+            if key not in known
         ]:
             connection.execute(insert(FeedbackRow), new_feedback)
 
