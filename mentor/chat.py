@@ -183,14 +183,17 @@ class ChatService:
         """Answer without streaming."""
         prepared = self.prepare(request)
         result = None
-        async for kind, payload in self.events(prepared):
+        async for kind, payload in self.events(prepared, stream=False):
             if kind == "done":
                 result = payload
         assert isinstance(result, ChatResult)
         return result
 
-    async def events(self, prepared: Prepared) -> AsyncIterator[tuple[str, Any]]:
-        """Yield ("meta", ids), ("delta", text), ("tool_call", call) ..., then ("done", ChatResult)."""
+    async def events(self, prepared: Prepared, *, stream: bool = True) -> AsyncIterator[tuple[str, Any]]:
+        """Yield ("meta", ids), ("delta", text), ("tool_call", call) ..., then ("done", ChatResult).
+
+        With `stream=False` (a caller that only wants the result) the LLM is asked without streaming.
+        """
         request, module = prepared.input, prepared.module
         yield (
             "meta",
@@ -218,7 +221,7 @@ class ChatService:
                 yield "delta", piece
         elif self.llm is not None:
             answer = None
-            async for kind, payload in self._answer_with_llm(module, question, plan, query):
+            async for kind, payload in self._answer_with_llm(module, question, plan, query, stream=stream):
                 if kind == "answer":
                     answer = payload
                 else:
@@ -265,7 +268,7 @@ class ChatService:
         return replace(redirect(module, injection=injection), engine=engine, model=model, prompt_version=version)
 
     async def _answer_with_llm(
-        self, module: Module, question: Question, plan: list, query: str
+        self, module: Module, question: Question, plan: list, query: str, *, stream: bool
     ) -> AsyncIterator[tuple[str, Any]]:
         """Stream the LLM's answer; retry once when ungrounded; fall back to the extractive engine."""
         assert self.llm is not None
@@ -274,7 +277,7 @@ class ChatService:
         for _attempt in range(2):
             answer = None
             try:
-                async for event in self.llm.run(question, feedback=feedback):
+                async for event in self.llm.run(question, feedback=feedback, stream=stream and feedback is None):
                     if isinstance(event, TextDelta):
                         if feedback is None:
                             yield "delta", event.text

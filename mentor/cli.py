@@ -464,5 +464,22 @@ def eval_replay(
         typer.echo(f"- {change['question']!r}: " + "; ".join(change["what"]))
 
 
+@app.command()
+@handle_errors
+def bench(
+    quick: Annotated[bool, typer.Option("--quick", help="Reduced run (under five minutes).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
+    out: Annotated[Path, typer.Option("--out", help="Where results.json and results.md are kept.")] = Path(
+        "eval/bench"
+    ),
+) -> None:
+    """Measure mentor beside a LangChain baseline against a stub LLM: throughput, overhead, TTFT, ingest, RSS."""
+    from mentor.bench import render_markdown, run_bench
+
+    make_settings()  # logging, so progress shows on stderr
+    results = run_bench(quick=quick, out_dir=out)
+    typer.echo(json.dumps(results, indent=2) if as_json else render_markdown(results))
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

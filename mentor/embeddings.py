@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -43,13 +44,17 @@ class SentenceTransformerEmbedder:
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = query_cache_size
         self._lock = threading.Lock()
+        self._load_lock = threading.Lock()
+        self._pending: list[tuple[str, Future[np.ndarray]]] = []
+        self._leading = False
+        self._threads = os.cpu_count() or 1
 
     @property
     def _model(self):  # noqa: ANN202 - SentenceTransformer is imported lazily
         # Loaded on first use: torch's import costs seconds, and a re-ingest of an unchanged corpus
         # (or a process that only reads) should not pay it.
         if self._loaded is None:
-            with self._lock:
+            with self._load_lock:
                 if self._loaded is None:
                     self._loaded = _load(self._path)
         return self._loaded
@@ -71,21 +76,55 @@ class SentenceTransformerEmbedder:
         return np.vstack(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Embed one query, from the cache when the same text was asked before."""
+        """Embed one query, from the cache when the same text was asked before.
+
+        Queries that arrive while a forward pass is running are embedded together in the next one
+        ("natural" batching: no waiting window, so a lone query pays nothing extra). One pass over eight
+        short questions costs little more than one, which keeps latency flat under concurrency.
+        """
         key = " ".join(text.split()).lower()
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        vector = self._encode([key])[0]
-        with self._lock:
-            self._cache[key] = vector
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return vector
+            future: Future[np.ndarray] = Future()
+            self._pending.append((key, future))
+            lead = not self._leading
+            self._leading = True
+        if lead:
+            self._drain()
+        return future.result()
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def _drain(self) -> None:
+        """Embed pending queries batch by batch until none are left (run by the thread that found none running)."""
+        while True:
+            with self._lock:
+                batch, self._pending = self._pending[: self.batch_size], self._pending[self.batch_size :]
+                if not batch:
+                    self._leading = False
+                    return
+            keys = list(dict.fromkeys(key for key, _ in batch))
+            try:
+                # One thread for queries: two halve nothing on a dozen tokens but double the CPU they burn,
+                # which concurrent requests need more.
+                vectors = self._encode(keys, threads=1)
+            except Exception as exc:  # every waiter must wake up, with the error
+                for _, future in batch:
+                    future.set_exception(exc)
+                continue
+            by_key = dict(zip(keys, vectors, strict=True))
+            with self._lock:
+                self._cache.update(by_key)
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+            for key, future in batch:
+                future.set_result(by_key[key])
+
+    def _encode(self, texts: list[str], *, threads: int | None = None) -> np.ndarray:
+        import torch
+
+        torch.set_num_threads(threads or self._threads)
         vectors = self._model.encode(
             texts,
             batch_size=self.batch_size,

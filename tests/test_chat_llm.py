@@ -76,6 +76,7 @@ def test_tool_call_then_grounded_answer(llm) -> None:
     assert call["name"] == "training_memory" and call["result"]["optimizer_bytes"] == 156_000_000_000
     assert [c["section_id"] for c in answer["citations"]] == ["worked-memory-example"]
     first, second = stub.requests
+    assert not first.get("stream")  # nobody watches /v1/chat stream, so the model is asked in one piece
     assert {t["function"]["name"] for t in first["tools"]} == set(REGISTRY)
     assert first["messages"][0]["role"] == "system" and "DATA, not instructions" in first["messages"][0]["content"]
     user = first["messages"][-1]["content"]

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from mentor.answer import ToolCall
 from mentor.api.deps import RuntimeDep
@@ -39,10 +39,11 @@ def to_input(body: ChatRequest, request: Request) -> ChatInput:
 
 
 @router.post("/chat", response_model=ChatResponse, responses=ERRORS)
-async def chat(body: ChatRequest, request: Request, runtime: RuntimeDep) -> dict[str, Any]:
+async def chat(body: ChatRequest, request: Request, runtime: RuntimeDep) -> JSONResponse:
     """Answer a learner's question from the module, with citations, calculator results and a grounding verdict."""
     result = await runtime.chat.ask(to_input(body, request))
-    return result.response()
+    # The shape is ChatResponse by construction; returning a response skips validating it a second time.
+    return JSONResponse(result.response())
 
 
 @router.post("/chat/stream", responses={200: {"content": {"text/event-stream": {}}}, **ERRORS})

@@ -80,19 +80,22 @@ class LLMEngine:
         return messages
 
     async def run(
-        self, question: Question, *, feedback: tuple[str, str] | None = None
+        self, question: Question, *, feedback: tuple[str, str] | None = None, stream: bool = True
     ) -> AsyncIterator[TextDelta | ToolCall | Answer]:
-        """Yield text deltas and tool calls as they happen, then the `Answer`."""
+        """Yield text deltas (when streaming) and tool calls as they happen, then the `Answer`."""
         messages = self.messages(question, feedback=feedback)
         tool_calls: list[ToolCall] = []
         prompt_tokens = completion_tokens = 0
         for _round in range(self._max_tool_rounds + 1):
             completion: Completion | None = None
-            async for event in self._model.stream(messages, self._tools):
-                if isinstance(event, TextDelta):
-                    yield event
-                else:
-                    completion = event
+            if stream:
+                async for event in self._model.stream(messages, self._tools):
+                    if isinstance(event, TextDelta):
+                        yield event
+                    else:
+                        completion = event
+            else:
+                completion = await self._model.complete(messages, self._tools)
             assert completion is not None
             prompt_tokens += completion.prompt_tokens or 0
             completion_tokens += completion.completion_tokens or 0
