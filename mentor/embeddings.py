@@ -6,8 +6,8 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from concurrent.futures import Future
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Protocol
 
