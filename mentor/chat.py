@@ -23,7 +23,7 @@ from mentor.corpus import Module
 from mentor.engines.extractive import HINT_CALC, HINT_CHECK, HINT_QUESTION, ExtractiveEngine, split_units
 from mentor.engines.llm import MARKER, LLMEngine
 from mentor.engines.planner import plan_tools
-from mentor.errors import InvalidInput, UpstreamError
+from mentor.errors import InvalidInput, NotFound, UpstreamError
 from mentor.grounding import Grounding, ToolEvidence, check_grounding
 from mentor.llm import TextDelta
 from mentor.privacy import pseudonym, without_personal_details
@@ -169,8 +169,6 @@ class ChatService:
 
     def module(self, module_id: str | None) -> Module:
         """Resolve the module; it may be omitted only while the corpus holds one."""
-        from mentor.errors import NotFound
-
         if not module_id:
             if len(self.modules) == 1:
                 return next(iter(self.modules.values()))

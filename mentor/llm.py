@@ -68,12 +68,8 @@ class OpenAIChatModel:
             response = await self._client.chat.completions.create(
                 model=self.name, messages=list(messages), temperature=0, extra_body=_tools_body(tools)
             )
-        except openai.APITimeoutError as exc:
-            raise UpstreamError("timeout", "the language model did not answer in time") from exc
-        except openai.APIStatusError as exc:
-            raise UpstreamError(f"http_{exc.status_code}", f"the language model failed ({exc.status_code})") from exc
         except (openai.APIError, ValueError) as exc:
-            raise UpstreamError("connection", f"the language model cannot be used ({type(exc).__name__})") from exc
+            raise upstream_error(exc) from exc
         if not response.choices:
             raise UpstreamError("malformed_reply", "the language model sent no choices")
         message = response.choices[0].message
@@ -120,12 +116,8 @@ class OpenAIChatModel:
                         if piece.function is not None:
                             call["name"] += piece.function.name or ""
                             call["arguments"] += piece.function.arguments or ""
-        except openai.APITimeoutError as exc:
-            raise UpstreamError("timeout", "the language model did not answer in time") from exc
-        except openai.APIStatusError as exc:
-            raise UpstreamError(f"http_{exc.status_code}", f"the language model failed ({exc.status_code})") from exc
         except (openai.APIError, ValueError) as exc:
-            raise UpstreamError("connection", f"the language model cannot be used ({type(exc).__name__})") from exc
+            raise upstream_error(exc) from exc
         yield Completion(
             content="".join(content),
             tool_calls=[
@@ -134,6 +126,15 @@ class OpenAIChatModel:
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
         )
+
+
+def upstream_error(exc: Exception) -> UpstreamError:
+    """The SDK's failure as mentor's one upstream error, with a short reason for `fallback_reason`."""
+    if isinstance(exc, openai.APITimeoutError):
+        return UpstreamError("timeout", "the language model did not answer in time")
+    if isinstance(exc, openai.APIStatusError):
+        return UpstreamError(f"http_{exc.status_code}", f"the language model failed ({exc.status_code})")
+    return UpstreamError("connection", f"the language model cannot be used ({type(exc).__name__})")
 
 
 def _tools_body(tools: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

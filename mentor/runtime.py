@@ -20,7 +20,6 @@ from mentor.db import make_engine
 from mentor.embeddings import Embedder, SentenceTransformerEmbedder
 from mentor.engines.extractive import ExtractiveEngine
 from mentor.engines.llm import LLMEngine
-from mentor.errors import InvalidInput, NotFound
 from mentor.index import IngestReport, build_index, chroma_client, open_collection
 from mentor.llm import ChatModel, OpenAIChatModel
 from mentor.privacy import load_or_create_secret
@@ -51,14 +50,7 @@ class Runtime:
 
     def module(self, module_id: str | None) -> Module:
         """Resolve a module id; it may be omitted only while the corpus holds a single module."""
-        if module_id is None or module_id == "":
-            if len(self.modules) == 1:
-                return next(iter(self.modules.values()))
-            raise InvalidInput(f"module_id: required when the corpus has several modules ({', '.join(self.modules)})")
-        try:
-            return self.modules[module_id]
-        except KeyError:
-            raise NotFound(f"unknown module {module_id!r}; known modules: {', '.join(self.modules)}") from None
+        return self.chat.module(module_id)
 
 
 def build_runtime(
