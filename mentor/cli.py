@@ -57,6 +57,7 @@ def make_settings(**overrides: Any):  # noqa: ANN201 - avoids importing pydantic
     return settings
 
 
+ModuleOpt = Annotated[str | None, typer.Option("--module", help="Module id (optional with one module).")]
 CorpusOpt = Annotated[Path | None, typer.Option("--corpus", help="Directory of module Markdown files.")]
 
 
@@ -83,7 +84,7 @@ def ingest(corpus: CorpusOpt = None) -> None:
 @handle_errors
 def search(
     query: Annotated[str, typer.Argument(help="The question or keywords to search for.")],
-    module: Annotated[str | None, typer.Option("--module", help="Module id (optional with one module).")] = None,
+    module: ModuleOpt = None,
     k: Annotated[int | None, typer.Option("--k", help="Passages to return (1-50); default MENTOR_TOP_K.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of passages.")] = False,
     corpus: CorpusOpt = None,
@@ -143,7 +144,7 @@ def calibrate(
 @handle_errors
 def ask(
     question: Annotated[str, typer.Argument(help="The learner's question.")],
-    module: Annotated[str | None, typer.Option("--module", help="Module id (optional with one module).")] = None,
+    module: ModuleOpt = None,
     conversation: Annotated[str | None, typer.Option("--conversation", help="Continue this conversation.")] = None,
     style: Annotated[str, typer.Option("--style", help="explain, hint or brief.")] = "explain",
     as_json: Annotated[bool, typer.Option("--json", help="Print the full response object.")] = False,
