@@ -39,6 +39,10 @@ ARGUMENT_PIECE_CHARS = 8
 DISCONNECT_POLL_S = 0.05
 START_TIMEOUT_S = 10.0
 MAX_RECORDED = 1000
+# Passage [1]'s first paragraph, after a "(section: ...)" header line when there is one.
+PASSAGE_ONE = re.compile(r"\[1\][^\S\n]*(?:\(section:[^\n]*\)[^\S\n]*\n)?([^\n]+(?:\n[^\n]+)*)")
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+QUOTE_WORDS = 20
 ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -248,13 +252,18 @@ def serve_stub(host: str, port: int, *, token_delay_s: float = 0.0, tool_call: b
 
 
 def _quote_passage_one(messages: list[dict]) -> str:
-    # Quote the first words after a "[1]" marker so a grounding check finds the answer's words in passage [1].
+    """A verbatim sentence of passage [1], so a grounding check finds every word of the answer in it.
+
+    The passage text follows its "[1]" marker on the same line, or on the next one after a
+    "(section: ...)" header line, as in mentor's prompt.
+    """
     for message in reversed(messages):
-        text = _text(message.get("content"))
-        match = re.search(r"\[1\][^\S\n]*([^\n]*)", text)
+        match = PASSAGE_ONE.search(_text(message.get("content")))
         if match and match.group(1).strip():
-            quote = " ".join(match.group(1).split()[:12])
-            return f'The module says: "{quote}" [1]'
+            sentences = SENTENCE_END.split(" ".join(match.group(1).split()))
+            # A heading-like fragment ("The two walls.") is too short to count as support.
+            sentence = next((s for s in sentences if len(s.split()) >= 6), sentences[0])
+            return " ".join(sentence.split()[:QUOTE_WORDS]) + " [1]"
     return DEFAULT_CONTENT
 
 

@@ -14,8 +14,8 @@ from mentor.bench import render_markdown, run_bench
 from mentor.bench.corpus_gen import generate_corpus
 from mentor.bench.load import percentile
 from mentor.bench.procs import cpu_seconds, peak_rss_mb
-from mentor.bench.stub import grounded_reply
 from mentor.corpus import chunk_corpus, load_corpus
+from mentor.stub_llm import bench_reply
 
 from .conftest import CORPUS
 
@@ -86,10 +86,10 @@ def test_generated_modules_are_distinct_in_every_chunk(tmp_path: Path) -> None:
 
 def test_stub_reply_quotes_the_passage_text_not_its_section_header() -> None:
     mentor_prompt = "<passages>\n[1] (section: Parallelism strategies)\nThe two walls. A large model does not fit.\n"
-    reply = grounded_reply({"messages": [{"role": "user", "content": mentor_prompt}]})
+    reply = bench_reply({"messages": [{"role": "user", "content": mentor_prompt}]})
     assert reply.content == "A large model does not fit. [1]"
     baseline_prompt = "Context:\n[1] Data parallel splits the batch across every GPU in the group.\n\n[2] Other"
-    reply = grounded_reply({"messages": [{"role": "user", "content": baseline_prompt}]})
+    reply = bench_reply({"messages": [{"role": "user", "content": baseline_prompt}]})
     assert reply.content == "Data parallel splits the batch across every GPU in the group. [1]"
 
 

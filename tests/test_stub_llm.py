@@ -278,7 +278,7 @@ def test_bench_reply_calls_chinchilla_first_then_quotes_passage_one() -> None:
 
     assert call.tool_calls == [{"name": "chinchilla_optimal", "arguments": {"params": "7B"}}]
     assert answer.tool_calls == []
-    assert answer.content == 'The module says: "Chinchilla trains 20 tokens per parameter." [1]'
+    assert answer.content == "Chinchilla trains 20 tokens per parameter. [1]"
     assert bench_reply(first_turn).content == answer.content  # without tool_call: answer at once
 
 

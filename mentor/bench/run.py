@@ -202,8 +202,8 @@ def start_servers(
 
     port = free_port()
     stub_code = (
-        "from mentor.bench.stub import serve; "
-        f"serve('127.0.0.1', {port}, token_delay_s={stub_token_delay_s!r}, tool_call={stub_tool_call!r})"
+        "from mentor.stub_llm import serve_stub; "
+        f"serve_stub('127.0.0.1', {port}, token_delay_s={stub_token_delay_s!r}, tool_call={stub_tool_call!r})"
     )
     launch("stub", port, python_code(stub_code), clean_env(), "/v1/models")
     stub_v1 = f"{servers['stub'].url}/v1"
@@ -399,9 +399,8 @@ def notes(results: dict, stub_calls: int) -> list[str]:
         f"Medians of {params['repetitions']} repetitions of {params['requests_per_level']} requests per level "
         "(min-max in brackets); warm-up requests are excluded from latency and CPU.",
         f"Overhead = latency - stub latency x {stub_calls} LLM call(s) per question, at the same concurrency.",
-        "The stub LLM is mentor.stub_llm's server with the reply of mentor.bench.stub, which quotes passage [1] "
-        "so mentor's grounding check accepts it (stub_llm.bench_reply quotes the '(section: ...)' header instead, "
-        "and every answer would be retried, then fall back to the extractive engine).",
+        "The stub LLM is mentor.stub_llm.serve_stub, whose reply quotes a sentence of passage [1] verbatim, so "
+        "mentor's grounding check accepts it and the LLM path (not the extractive fallback) is what is measured.",
         f"The stub, the load generator and the server under test share this machine's "
         f"{results['machine']['cores']} cores.",
         f"The {params['questions']} questions repeat, so after warm-up mentor's query-embedding cache answers every "
