@@ -44,8 +44,6 @@ class Turn:
 
     question: str
     answer: str
-    section_ids: tuple[str, ...] = ()
-    tool_calls: tuple[ToolCall, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +53,6 @@ class Question:
     text: str
     module_id: str
     module_title: str
-    module_version: str
     style: str
     passages: list[Passage]
     history: tuple[Turn, ...] = ()

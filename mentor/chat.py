@@ -208,10 +208,10 @@ class ChatService:
             text=cleaned or message,
             module_id=module.id,
             module_title=module.title,
-            module_version=module.version,
             style=request.style,
             passages=retrieval.passages,
             history=history,
+            allowed_urls=self._urls[module.id],
         )
         if not cleaned or not (retrieval.in_scope or plan):
             answer = self._redirect(module, injection=not cleaned)
@@ -247,7 +247,7 @@ class ChatService:
         )
         self.conversations.append(
             prepared.conversation,
-            Turn(message, answer.text, tuple(c.section_id for c in answer.citations), tuple(answer.tool_calls)),
+            Turn(message, answer.text),
         )
         self._askers[result.question_id] = result.learner_key
         if len(self._askers) > 100_000:

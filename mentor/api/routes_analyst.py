@@ -27,7 +27,6 @@ def require_analyst(
         raise Unauthorized("analyst routes need 'Authorization: Bearer <analyst token>'")
 
 
-AnalystDep = Annotated[None, Depends(require_analyst)]
 router = APIRouter(
     prefix="/v1",
     tags=["analyst"],
