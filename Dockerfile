@@ -11,5 +11,8 @@ COPY prompts ./prompts
 RUN pip install . && useradd --create-home mentor && mkdir -p /data && chown mentor /data
 USER mentor
 EXPOSE 8000
-HEALTHCHECK CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz')"
+# Healthy while questions can be answered: /readyz stays 200 ("degraded") with Chroma or the database down, and is
+# 503 only when no module is loaded. The first start embeds the corpus before it listens, hence the start period.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=180s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/readyz' % os.environ.get('MENTOR_PORT', '8000'), timeout=4)"]
 CMD ["mentor", "serve"]

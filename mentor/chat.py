@@ -22,12 +22,12 @@ from mentor.conversations import Conversation, ConversationStore, RateLimiter
 from mentor.corpus import Module
 from mentor.engines.extractive import HINT_CALC, HINT_CHECK, HINT_QUESTION, ExtractiveEngine, split_units
 from mentor.engines.llm import MARKER, LLMEngine
-from mentor.engines.planner import plan_tools
+from mentor.engines.planner import PlannedCall, plan_tools
 from mentor.errors import InvalidInput, NotFound, UpstreamError
 from mentor.grounding import Grounding, ToolEvidence, check_grounding
 from mentor.llm import TextDelta
 from mentor.privacy import pseudonym, without_personal_details
-from mentor.retrieve import Retrieval, Retriever, tokenize
+from mentor.retrieve import MAX_QUERY_CHARS, Retrieval, Retriever, tokenize
 from mentor.safety import INJECTION, looks_like_injection, module_urls
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,9 @@ FOLLOW_UP = re.compile(
     re.I,
 )
 PIECE = re.compile(r"\S+\s*")
-CLAUSES = re.compile(r"(?<=[.!?;:])\s+|\n+|\s*<[^<>]{1,60}>\s*|,\s*(?=(?:then|and then|anyway|now|but)\b)", re.I)
+# (?<!\s): a tag's leading spaces are matched from the first one only; trying every start inside a run of
+# spaces made splitting a 4,000-space message quadratic.
+CLAUSES = re.compile(r"(?<=[.!?;:])\s+|\n+|(?<!\s)\s*<[^<>]{1,60}>\s*|,\s*(?=(?:then|and then|anyway|now|but)\b)", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,11 +201,10 @@ class ChatService:
         )
         history = tuple(prepared.conversation.turns)
         message = request.message.strip()
-        cleaned = clean_question(message)
-        # Personal details say nothing about the topic: leave them out of retrieval and the scope decision.
-        query = retrieval_query(without_personal_details(cleaned) or cleaned or message, history)
-        retrieval = await asyncio.to_thread(self.retriever.search, query, module.id, self.top_k)
-        plan = plan_tools(cleaned, tuple(t.question for t in history)) if cleaned else []
+        # Every step that costs CPU (regexes over the message, the query embedding, the search, the plan, the
+        # answer, the grounding check) runs in a worker thread: on the event loop, eight 3,990-digit questions
+        # held /healthz for 5.2 s.
+        cleaned, query, retrieval, plan = await asyncio.to_thread(self._read, message, history, module.id)
         question = Question(
             text=cleaned or message,
             module_id=module.id,
@@ -232,7 +233,7 @@ class ChatService:
             for call in answer.tool_calls:
                 if call.error is None:
                     yield "tool_call", call
-        grounding = ground(answer, question)
+        grounding = await asyncio.to_thread(ground, answer, question)
         result = ChatResult(
             question_id=prepared.question_id,
             conversation_id=prepared.conversation.id,
@@ -259,6 +260,17 @@ class ChatService:
                 log.exception("signal hand-off failed for question %s", result.question_id)
         yield "done", result
 
+    def _read(
+        self, message: str, history: tuple[Turn, ...], module_id: str
+    ) -> tuple[str, str, Retrieval, list[PlannedCall]]:
+        """Clean the question, retrieve its passages and plan its calculators (blocking: run off the event loop)."""
+        cleaned = clean_question(message)
+        # Personal details say nothing about the topic: leave them out of retrieval and the scope decision.
+        query = retrieval_query(without_personal_details(cleaned) or cleaned or message, history)
+        retrieval = self.retriever.search(query, module_id, self.top_k)
+        plan = plan_tools(cleaned, tuple(t.question for t in history)) if cleaned else []
+        return cleaned, query, retrieval, plan
+
     def _redirect(self, module: Module, *, injection: bool) -> Answer:
         engine, model, version = (
             ("llm", self.llm.model_name, self.llm.prompt_version) if self.llm else ("extractive", None, None)
@@ -266,7 +278,7 @@ class ChatService:
         return replace(redirect(module, injection=injection), engine=engine, model=model, prompt_version=version)
 
     async def _answer_with_llm(
-        self, module: Module, question: Question, plan: list, query: str, *, stream: bool
+        self, module: Module, question: Question, plan: list[PlannedCall], query: str, *, stream: bool
     ) -> AsyncIterator[tuple[str, Any]]:
         """Stream the LLM's answer; retry once when ungrounded; fall back to the extractive engine."""
         assert self.llm is not None
@@ -291,8 +303,8 @@ class ChatService:
             if answer.out_of_scope:  # the model's own judgement: the passages do not cover it
                 yield "answer", self._redirect(module, injection=False)
                 return
-            answer = with_citations(answer)
-            grounding = ground(answer, question)
+            answer = await asyncio.to_thread(with_citations, answer)
+            grounding = await asyncio.to_thread(ground, answer, question)
             if grounding.grounded:
                 yield "answer", answer
                 return
@@ -317,9 +329,20 @@ def clean_question(message: str) -> str:
 
 
 def retrieval_query(message: str, history: tuple[Turn, ...]) -> str:
-    """Resolve a follow-up ("and what does stage 3 add?") against the previous question for retrieval."""
+    """Resolve a follow-up ("and what does stage 3 add?") against the previous question for retrieval.
+
+    The pair stays within the retriever's limit on a query: after a long question (notes pasted before it) a
+    follow-up was refused with 422 although both messages were valid. Of a previous question too long to fit,
+    its end is kept, where the question itself is, from the first whole word.
+    """
     if history and (FOLLOW_UP.search(message) or len(tokenize(message)) <= 3):
-        return f"{history[-1].question} {message}"
+        previous = history[-1].question
+        room = MAX_QUERY_CHARS - len(message) - 1
+        if len(previous) > room:
+            tail = previous[len(previous) - room :] if room > 0 else ""
+            space = re.search(r"\s", tail)
+            previous = tail[space.end() :] if space else ""
+        return f"{previous} {message}".strip()
     return message
 
 

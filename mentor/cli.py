@@ -208,9 +208,28 @@ def serve(
     import uvicorn
 
     from mentor.api import create_app
+    from mentor.logs import uvicorn_log_config
+    from mentor.runtime import build_runtime
 
     settings = make_settings(host=host, port=port)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+    # Built before the server starts: a start-up failure (Chroma still away after its wait) ends as one line and
+    # a non-zero exit here, not as a traceback from uvicorn's lifespan, and the port opens only once it can answer.
+    runtime = build_runtime(settings)
+    app = create_app(settings, runtime=runtime)
+    try:
+        # Request limits live in mentor/api/middleware.py (header bytes, body bytes, time to receive a body; its
+        # docstring lists every limit and where it lives); the server's own part is set here.
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level.lower(),
+            log_config=uvicorn_log_config(app),  # access log: route templates, no query strings
+            timeout_keep_alive=5,  # seconds an idle keep-alive connection is kept (uvicorn's default, stated)
+            server_header=False,  # no "server: uvicorn" to fingerprint
+        )
+    finally:
+        runtime.writer.stop()  # an app leaves a runtime it was given running: flush the signals still queued
 
 
 signals_app = typer.Typer(help="The learning-signal log: summary, export and retention.", no_args_is_help=True)

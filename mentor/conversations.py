@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import time
 import uuid
@@ -14,6 +15,22 @@ from mentor.errors import InvalidInput, NotFound, RateLimited
 
 CONVERSATION_ID = re.compile(r"^[0-9a-f]{32}$")
 MAX_TURNS = 20
+# Per conversation: what the readers of the history use, with room to spare. The LLM is sent at most 6,000
+# characters of it by default (llm_history_tokens x 4); retrieval and the planner lean on the latest turns.
+# Bounded by count alone, 20 turns of 4,000-character questions with their answers held up to ~200 KB per
+# conversation, and a soak of long turns grew RSS by 322 MB.
+MAX_CONVERSATION_BYTES = 16 * 1024
+# For the whole store: small next to the process's own baseline (~760 MB RSS with the model loaded), so learner
+# state can never dominate it. 64 MB holds ~4,000 conversations at their cap, or ~12,000 ordinary ones (three
+# turns of short questions and answers). A setting would be better than this default (see ConversationStore).
+MAX_STORE_BYTES = 64 * 1024 * 1024
+# What an empty conversation costs besides its turns (object, deque, ids, the store's entry): ~1 KB by tracemalloc.
+CONVERSATION_OVERHEAD_BYTES = 1024
+
+
+def turn_bytes(turn: Turn) -> int:
+    """Memory a stored turn holds: its object and both texts (1, 2 or 4 bytes a character, as CPython keeps them)."""
+    return sys.getsizeof(turn) + sys.getsizeof(turn.question) + sys.getsizeof(turn.answer)
 
 
 @dataclass
@@ -25,16 +42,40 @@ class Conversation:
     module_id: str
     turns: deque[Turn] = field(default_factory=lambda: deque(maxlen=MAX_TURNS))
     touched: float = field(default_factory=time.monotonic)
+    stored_bytes: int = CONVERSATION_OVERHEAD_BYTES
 
 
 class ConversationStore:
-    """In-process, bounded (LRU) and expiring; the signals log keeps the durable record of every turn."""
+    """In-process, bounded by count and by bytes (least recently used go first) and expiring; the signals log
+    keeps the durable record of every turn.
 
-    def __init__(self, *, ttl_s: float, max_conversations: int) -> None:
+    `max_bytes` caps the whole store and `max_conversation_bytes` each conversation (its most recent turns that
+    fit are kept, and always the latest). Both are constructor arguments so the edge can pass settings.
+    """
+
+    def __init__(
+        self,
+        *,
+        ttl_s: float,
+        max_conversations: int,
+        max_bytes: int = MAX_STORE_BYTES,
+        max_conversation_bytes: int = MAX_CONVERSATION_BYTES,
+    ) -> None:
         self._ttl_s = ttl_s
         self._max = max_conversations
-        self._items: OrderedDict[str, Conversation] = OrderedDict()
+        self._max_bytes = max_bytes
+        self._max_conversation_bytes = max_conversation_bytes
+        self._items: OrderedDict[str, Conversation] = OrderedDict()  # least recently used first
+        self._bytes = 0
         self._lock = threading.Lock()
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes the stored conversations hold, by the store's own count."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
 
     def open(self, conversation_id: str | None, *, learner_key: str, module_id: str) -> Conversation:
         """Continue the learner's conversation, or start one when no id is given.
@@ -47,8 +88,8 @@ class ConversationStore:
             if conversation_id is None:
                 conversation = Conversation(uuid.uuid4().hex, learner_key, module_id)
                 self._items[conversation.id] = conversation
-                while len(self._items) > self._max:
-                    self._items.popitem(last=False)
+                self._bytes += conversation.stored_bytes
+                self._evict(now)
                 return conversation
             if not CONVERSATION_ID.match(conversation_id):
                 raise InvalidInput("conversation_id: must be the 32-character id a previous answer returned")
@@ -69,14 +110,41 @@ class ConversationStore:
         with self._lock:
             doomed = [cid for cid, c in self._items.items() if c.learner_key == learner_key]
             for cid in doomed:
-                del self._items[cid]
+                self._bytes -= self._items.pop(cid).stored_bytes
         return len(doomed)
 
     def append(self, conversation: Conversation, turn: Turn) -> None:
-        """Record a finished turn."""
+        """Record a finished turn, dropping the conversation's oldest turns beyond its byte budget."""
+        now = time.monotonic()
+        size = turn_bytes(turn)
         with self._lock:
+            stored = self._items.get(conversation.id) is conversation
+            before = conversation.stored_bytes
+            if len(conversation.turns) == conversation.turns.maxlen:
+                conversation.stored_bytes -= turn_bytes(conversation.turns.popleft())
             conversation.turns.append(turn)
-            conversation.touched = time.monotonic()
+            conversation.stored_bytes += size
+            # The latest turn stays even alone over budget: a follow-up reads it, and one turn is bounded by
+            # the message limit and the answer's.
+            while len(conversation.turns) > 1 and conversation.stored_bytes > self._max_conversation_bytes:
+                conversation.stored_bytes -= turn_bytes(conversation.turns.popleft())
+            conversation.touched = now
+            if stored:  # not when it was evicted or erased while this turn was being answered
+                self._bytes += conversation.stored_bytes - before
+                self._items.move_to_end(conversation.id)
+                self._evict(now)
+
+    def _evict(self, now: float) -> None:
+        """Drop expired conversations, then least recently used ones, until count and bytes are within bounds.
+
+        The most recently used one always stays, so the learner who just asked can follow up.
+        """
+        while len(self._items) > 1:
+            oldest = next(iter(self._items.values()))
+            over = len(self._items) > self._max or self._bytes > self._max_bytes
+            if not over and now - oldest.touched <= self._ttl_s:
+                return
+            self._bytes -= self._items.pop(oldest.id).stored_bytes
 
 
 class RateLimiter:

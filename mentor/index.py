@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import chromadb
+import httpx
 from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings as ChromaSettings
 
@@ -18,8 +20,14 @@ from mentor.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# Chroma's default embedding function downloads a model, and its telemetry phones home: both are off.
-CHROMA_SETTINGS = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+# Start-up waits this long (retrying with backoff) for a Chroma server that is still starting: a compose
+# stack starts its services together and a fresh `chroma run` needs a few seconds before it answers.
+CHROMA_WAIT_S = 60.0
+FIRST_RETRY_S = 0.5
+MAX_RETRY_S = 10.0
+# chromadb's HTTP client never times out (timeout=None): a Chroma server that accepts a connection and then
+# hangs would block start-up, and every readiness probe, forever. 60 s for a read is Chroma's own query limit.
+CHROMA_TIMEOUT = httpx.Timeout(60.0, connect=3.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,16 +54,85 @@ def chroma_client(settings: Settings) -> chromadb.api.ClientAPI:
         if url.scheme not in ("http", "https") or not url.hostname:
             raise InvalidInput(f"MENTOR_CHROMA_URL must look like http://host:8000 (got {settings.chroma_url!r})")
         try:
-            return chromadb.HttpClient(
+            client = chromadb.HttpClient(
                 host=url.hostname,
                 port=url.port or (443 if url.scheme == "https" else 8000),
                 ssl=url.scheme == "https",
-                settings=CHROMA_SETTINGS,
+                settings=chroma_settings(),
             )
         except Exception as exc:  # chromadb raises plain ValueError/ConnectionError variants here
             raise NotReady(f"Chroma server at {settings.chroma_url} cannot be reached ({exc})") from exc
+        session = getattr(getattr(client, "_server", None), "_session", None)
+        if isinstance(session, httpx.Client):  # chromadb offers no public way to set it
+            session.timeout = CHROMA_TIMEOUT
+        return client
     settings.chroma_path.mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(settings.chroma_path), settings=CHROMA_SETTINGS)
+    return chromadb.PersistentClient(path=str(settings.chroma_path), settings=chroma_settings())
+
+
+def chroma_settings() -> ChromaSettings:
+    """Chroma client settings: its telemetry phones home and reset is a footgun, so both are off.
+
+    A fresh object per client: chromadb's HttpClient writes the host and port into the settings it is given,
+    so a shared object made every later client for another server fail with a misleading "cannot be reached".
+    """
+    return ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+
+
+def connect_collection(
+    settings: Settings,
+    embedder: Embedder,
+    *,
+    wait_s: float = CHROMA_WAIT_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Collection:
+    """Open the chunk collection, retrying with exponential backoff for up to `wait_s` while Chroma is unreachable.
+
+    Each retry is one log line; when the budget is spent, `NotReady` carries one plain sentence (the CLI prints
+    it as one line) instead of a traceback per attempt.
+    """
+    deadline = time.monotonic() + wait_s
+    delay = FIRST_RETRY_S
+    attempt = 1
+    while True:
+        try:
+            return open_collection(chroma_client(settings), settings.collection, embedder)
+        except Exception as exc:
+            if not is_unreachable(exc):
+                raise
+            reason = describe_unreachable(exc)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise NotReady(
+                    f"Chroma server at {settings.chroma_url} is not reachable after {attempt} attempts in "
+                    f"{wait_s:g} s ({reason}); start it or correct MENTOR_CHROMA_URL"
+                ) from exc
+            pause = min(delay, remaining)
+            log.warning(
+                "Chroma server at %s is not reachable yet (%s); attempt %d, next in %.1f s",
+                settings.chroma_url,
+                reason,
+                attempt,
+                pause,
+            )
+            sleep(pause)
+            delay = min(delay * 2, MAX_RETRY_S)
+            attempt += 1
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """True for failures that end when a Chroma server finishes starting: no connection, time-out, 5xx."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code >= 500
+    # chroma_client wraps the constructor's connection failure in NotReady; a bad URL is InvalidInput.
+    return isinstance(exc, NotReady | httpx.TransportError)
+
+
+def describe_unreachable(exc: BaseException) -> str:
+    """The root cause of an unreachable Chroma in a few words, on one line."""
+    cause = exc.__cause__ if isinstance(exc, NotReady) and exc.__cause__ is not None else exc
+    text = " ".join(str(cause).split()) or type(cause).__name__
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def open_collection(client: chromadb.api.ClientAPI, name: str, embedder: Embedder) -> Collection:
@@ -73,6 +150,15 @@ def open_collection(client: chromadb.api.ClientAPI, name: str, embedder: Embedde
             name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}, metadata=metadata
         )
     return collection
+
+
+def index_status(collection: Collection) -> str:
+    """The index for a readiness report: "ok (N chunks)", "empty", or "unavailable: <reason>"."""
+    try:
+        count = collection.count()
+    except Exception as exc:  # whatever the failure, the report names it and the caller goes on
+        return f"unavailable: {describe_unreachable(exc)}"
+    return f"ok ({count} chunks)" if count else "empty"
 
 
 def build_index(

@@ -1,18 +1,25 @@
 """Privacy: learner pseudonyms (a keyed HMAC of the host app's id) and removal of personal details.
 
-Personal details are removed before anything is written: e-mail addresses, phone numbers, card-like digit
-runs, IP addresses, URLs with credentials, and names given as "my name is ...". The answer itself is computed
-from the original text in memory. Numbers learners use about the module ("7B", "stage 3", "65504",
-"5.88e23", "7,000,000,000", "2^16") are left alone.
+Personal details are removed before anything is written: e-mail addresses (any script), phone numbers (national,
+international, or a bare run of 10-12 digits), card-like digit runs, IBANs, IP addresses, URLs with credentials,
+and names given as "my name is ..." (or "меня зовут", "je m'appelle", "我叫", ...). The answer itself is computed
+from the original text in memory. Numbers learners use about the module ("7B", "stage 3", "65504", "5.88e23",
+"7,000,000,000", "70000000000", "6738415616 parameters", "2^16") are left alone.
+
+A detail found in the learner's words is also removed wherever it reappears in what was derived from them
+(`Scrubber`): a card number the calculator took as a parameter count, or a name the answer echoes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import re
 import secrets
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 ANONYMOUS = "anonymous"
 
@@ -24,42 +31,104 @@ def pseudonym(learner_id: str | None, key: bytes) -> str:
     return hmac.new(key, learner_id.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
 
+def create_private(path: Path) -> None:
+    """Create `path` empty with owner-only permissions (mode 600) if it is missing; tighten it if it is not."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # a file an earlier version created 644 is tightened too
+    finally:
+        os.close(fd)
+
+
 def load_or_create_secret(path: Path, *, nbytes: int = 32) -> str:
     """Read a secret kept in the data directory, creating it (mode 600) on first use."""
     if path.exists():
         return path.read_text(encoding="utf-8").strip()
     path.parent.mkdir(parents=True, exist_ok=True)
     secret = secrets.token_urlsafe(nbytes)
-    path.touch(mode=0o600)
+    create_private(path)
     path.write_text(secret + "\n", encoding="utf-8")
     return secret
 
 
+# A digit run is a number learners use about the module, not a personal detail, when it is round (five or more
+# trailing zeros: 7000000000, 70000000000, 1400000000000 tokens; a phone or card number ending in 00000 is rare
+# enough to accept) or when a quantity word or an operator sits next to it ("6738415616 parameters",
+# "2^32 = 4294967296"). A leading "+" always means a phone number.
+ROUND = re.compile(r"0{5}$")
+QUANTITY_AFTER = re.compile(
+    r"\s*(?:[×x*/÷^=]|(?:params?|parameters?|weights?|tokens?|bytes?|bits?|flops?|FLOP|GPUs?|samples?|steps?"
+    r"|sequences?|words?|chars?|characters?|examples?|rows?|[KMGTPE]i?B|[kKMBT])\b)",
+    re.I,
+)
+QUANTITY_BEFORE = re.compile(r"(?:[×*/÷^]|[\d)]\s*=)\s*$")
+# Not inside a word, a decimal ("1.4155550199") or a thousands-grouped count ("7,000,000,000").
+DIGITS_START = r"(?<![\w.+])(?<!\d,)"
+DIGITS_END = r"(?!\w)(?![.,]\d)(?!:\d)"
+
 PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    # scheme://user:password@host — before e-mail, which would otherwise eat "password@host"
-    ("url_credentials", re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s/:@]+:[^\s/@]*@[^\s/]+\S*", re.I)),
-    # RFC 5322 local parts may hold any of !#$%&'*+/=?^_`{|}~- as well as letters, digits and dots
-    ("email", re.compile(r"[\w.!#$%&'*+/=?^`{|}~-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z][A-Za-z0-9-]+\b")),
+    # scheme://user:password@host — before e-mail, which would otherwise eat "password@host". The scheme is
+    # bounded (the longest in use, "postgresql+psycopg", has 18 characters): unbounded, "a.a.a.…" costs time
+    # quadratic in its length (38 s for 100,000 characters).
+    ("url_credentials", re.compile(r"\b[a-z][a-z0-9+.-]{0,31}://[^\s/:@]+:[^\s/@]*@[^\s/]+\S*", re.I)),
+    # RFC 5322 local parts may hold any of !#$%&'*+/=?^_`{|}~- as well as letters, digits and dots; local part
+    # and domain may be in any script (müller@bücher.de), the top-level domain starts with a letter. The
+    # lookbehind starts a match only where a local part can start: without it a 4,000-character word costs
+    # 80 ms (every position scanned to its end), with it 0.1 ms.
+    (
+        "email",
+        re.compile(r"(?<![\w.!#$%&'*+/=?^`{|}~-])[\w.!#$%&'*+/=?^`{|}~-]+@[\w-]+(?:\.[\w-]+)*\.[^\W\d_][\w-]+\b"),
+    ),
+    # country code, two check digits, 11-30 letters or digits (groups of four may be spaced); kept only if the
+    # ISO 7064 mod-97 checksum holds, so "BF16 1024 2048 4096" stays. Before cards and phones, which would
+    # otherwise take the digits and leave the rest.
+    ("iban", re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b", re.I)),
     ("ip", re.compile(r"\b(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)\b")),
     ("ipv6", re.compile(r"(?<![\w:])(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?![\w:])", re.I)),
-    # 13-19 digits in groups separated by spaces or dashes (card numbers), never commas (big counts)
-    ("card", re.compile(r"(?<![\d,.])(?:\d[ -]?){12,18}\d(?![\d,.])")),
-    # +country or (area) forms, or 3-3-4 groups; at least 9 digits in all
+    # 13-19 digits, bare or in the groups cards are printed in (4-4-4-4, 4-6-5) with spaces or dashes; never
+    # commas (big counts)
+    (
+        "card",
+        re.compile(
+            DIGITS_START
+            + r"(?:\d{13,19}|\d{4}[ -]\d{4}[ -]\d{4}[ -]\d{1,4}(?:[ -]\d{1,3})?|\d{4}[ -]\d{6}[ -]\d{4,5})"
+            + DIGITS_END
+        ),
+    ),
+    # international: +country code, then digits in any grouping, "(0)" trunk prefix included: +33 1 23 45 67 89,
+    # +49 (0)30 123456, +81-3-1234-5678, +447700900123
+    ("phone", re.compile(r"(?<![\w+])\+\d{1,3}(?:[\s.-]?(?:\(\d{1,4}\)|\d{1,8})){1,7}" + DIGITS_END)),
+    # national: an optional (area) code, then 2-5 groups of 2-8 digits: (415) 555-0132, 0049 30 1234567
     (
         "phone",
-        re.compile(r"(?<![\w.(])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{2,4}\)[\s.-]?)?\d{2,6}(?:[\s.-]\d{2,6}){1,4}(?![\w.])"),
+        re.compile(DIGITS_START + r"(?:\(\d{1,4}\)[\s.-]?)?\d{2,8}(?:[\s.-]\d{2,8}){1,4}" + DIGITS_END),
     ),
-    ("phone", re.compile(r"(?<![\w.])\+\d{9,15}\b")),
+    # bare: 10-12 digits without separators (4155550199); 13 and more are taken as cards above
+    ("phone", re.compile(DIGITS_START + r"\d{10,12}" + DIGITS_END)),
 ]
+# Words that follow the phrases without being a name ("call me at ...", "call me back", "I'm called in ...").
+STOP_WORDS = frozenset(
+    {"and", "but", "so", "i", "im", "the", "a", "at", "on", "in", "by", "via", "back", "if", "when", "later", "please"}
+)
 # The phrase in any case; the first word after it whatever its case ("my name is bob"), further words only
-# when capitalised ("my name is Jane Doe and ..." keeps "and").
+# when capitalised ("my name is Jane Doe and ..." keeps "and"). Letters of any cased script: José Álvarez,
+# Иван Петров, Γιώργος.
 NAME = re.compile(
-    r"\b(?i:my name is|my name's|i am called|i'm called|call me)\s+"
-    r"((?!(?i:and|but|so|i|im|the|a)\b)[A-Za-z][\w'-]*(?:\s+[A-Z][\w'-]+){0,3})"
+    r"(?<!\w)(?i:my name is|my name's|i am called|i'm called|call me|je m'appelle|je m’appelle|me llamo"
+    r"|mi nombre es|ich heiße|ich heisse|mein name ist|меня зовут|моё имя|мое имя|με λένε|το όνομά μου είναι)"
+    r"\s+([^\W\d_][\w'’-]*(?:[ \t]+[^\W\d_][\w'’-]*){0,3})"
+)
+# Scripts written without spaces: the name is the run of Han, katakana or Hangul after the phrase.
+NAME_UNSPACED = re.compile(
+    r"(?:我叫|我的名字是|我的名字叫|私の名前は|僕の名前は|わたしの名前は|제 이름은)\s*"
+    r"([\u3400-\u4dbf\u4e00-\u9fff\u30a0-\u30ff\uac00-\ud7af]{1,6})"
 )
 
-
-PLACEHOLDER = re.compile(r"\[(?:EMAIL|PHONE|CARD|IP|URL_CREDENTIALS|NAME)\]")
+KINDS = ("email", "phone", "card", "iban", "ip", "url_credentials", "name")
+PLACEHOLDER = re.compile(r"\[(?:EMAIL|PHONE|CARD|IBAN|IP|URL_CREDENTIALS|NAME)\]")
+# Kinds whose value is a number in any grouping ("4111 1111 1111 1111" is 4111111111111111 in a tool argument
+# and "4,111,111,111,111,111" in the answer); the others reappear as written.
+NUMERIC_KINDS = frozenset({"phone", "card", "iban"})
 
 
 def without_personal_details(text: str) -> str:
@@ -69,36 +138,157 @@ def without_personal_details(text: str) -> str:
 
 def redact(text: str) -> tuple[str, list[str]]:
     """Return `text` with personal details replaced by [EMAIL], [PHONE], ... and the kinds that were removed."""
-    kinds: list[str] = []
+    text, found = _redact(text)
+    return text, list(dict.fromkeys(kind for kind, _ in found))
+
+
+def _redact(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """The redacted text and each (kind, original text) removed from it."""
+    found: list[tuple[str, str]] = []
     for kind, pattern in PATTERNS:
-        if kind == "phone":
-            replaced = pattern.sub(lambda m: _phone(m, kinds), text)
-        elif kind == "ipv6":
-            replaced = pattern.sub(lambda m: _ipv6(m, kinds), text)
-        else:
-            replaced, count = pattern.subn(f"[{kind.upper()}]", text)
-            if count and kind not in kinds:
-                kinds.append(kind)
-        text = replaced
-    text, count = NAME.subn(lambda m: m.group(0)[: m.start(1) - m.start(0)] + "[NAME]", text)
-    if count:
-        kinds.append("name")
-    return text, kinds
+        text = pattern.sub(lambda m, kind=kind: _replace(kind, m, found), text)
+    for pattern in (NAME, NAME_UNSPACED):
+        text = pattern.sub(lambda m: _name(m, found), text)
+    return text, found
 
 
-def _ipv6(match: re.Match[str], kinds: list[str]) -> str:
-    text = match.group(0)
-    if "::" not in text and text.count(":") < 5:
-        return text  # "10:30:00" or a ratio "1:2:4", not an address
-    if "ip" not in kinds:
-        kinds.append("ip")
-    return "[IP]"
+def _replace(kind: str, match: re.Match[str], found: list[tuple[str, str]]) -> str:
+    value = match.group(0)
+    if kind == "ipv6":
+        if "::" not in value and value.count(":") < 5:
+            return value  # "10:30:00" or a ratio "1:2:4", not an address
+        kind = "ip"
+    elif kind == "iban" and not _iban_checksum(value):
+        return value
+    elif kind in ("card", "phone"):
+        digits = re.sub(r"\D", "", value)
+        if len(digits) < 9:
+            return value  # "4 8 16" or "2 4 8" are not phone numbers
+        if not value.startswith("+") and _quantity(kind, match, digits):
+            return value
+    found.append((kind, value))
+    return f"[{kind.upper()}]"
 
 
-def _phone(match: re.Match[str], kinds: list[str]) -> str:
-    digits = sum(ch.isdigit() for ch in match.group(0))
-    if digits < 9:
-        return match.group(0)  # "4 8 16" or "2 4 8" are not phone numbers
-    if "phone" not in kinds:
-        kinds.append("phone")
-    return "[PHONE]"
+def _quantity(kind: str, match: re.Match[str], digits: str) -> bool:
+    """Whether a digit run reads as a count about the module rather than a phone or card number."""
+    if ROUND.search(digits):
+        return True
+    groups = re.findall(r"\d+", match.group(0))
+    if len(groups) > 1:  # written in groups, the way phone and card numbers are, unless it is a list of sizes
+        return all(int(g) >= 2 and int(g) & (int(g) - 1) == 0 for g in groups)  # "256 512 1024 2048"
+    if kind == "card":
+        return False  # 13 digits and more, not round: no exact count of this module is that long
+    text = match.string
+    return bool(QUANTITY_AFTER.match(text, match.end()) or QUANTITY_BEFORE.search(text, 0, match.start()))
+
+
+def _iban_checksum(value: str) -> bool:
+    compact = value.replace(" ", "").upper()
+    rearranged = compact[4:] + compact[:4]
+    return int("".join(str(int(ch, 36)) for ch in rearranged)) % 97 == 1
+
+
+def _name(match: re.Match[str], found: list[tuple[str, str]]) -> str:
+    words = match.group(1).split()
+    if words[0].lower().strip("'’") in STOP_WORDS:
+        return match.group(0)
+    taken = 1 + next((i for i, w in enumerate(words[1:]) if not w[0].isupper()), len(words) - 1)
+    end = match.start(1)
+    for word in words[:taken]:
+        end = match.string.index(word, end) + len(word)
+    found.append(("name", match.string[match.start(1) : end]))
+    return match.string[match.start(0) : match.start(1)] + "[NAME]" + match.string[end : match.end(0)]
+
+
+class Scrubber:
+    """Removes personal details from a learner's message and from everything derived from it.
+
+    The patterns alone miss a detail once it is reshaped: the card number "4111 1111 1111 1111" becomes the
+    tool argument 4111111111111111 and "4,111,111,111,111,111 params" in the answer. So each detail `text`
+    finds is remembered and removed, in any grouping, from every field scrubbed after it: scrub the learner's
+    message first.
+    """
+
+    def __init__(self) -> None:
+        self.replaced: list[str] = []  # the kind of each replacement made, in order
+        self._known: list[tuple[str, re.Pattern[str]]] = []
+
+    @property
+    def kinds(self) -> set[str]:
+        """The kinds of personal detail removed so far."""
+        return set(self.replaced)
+
+    def text(self, text: str) -> str:
+        """`text` with the patterns' details and every detail already learned replaced."""
+        text, found = _redact(text)
+        for kind, value in found:
+            self._learn(kind, value)
+            self.replaced.append(kind)
+        for kind, pattern in self._known:
+            text, count = pattern.subn(f"[{kind.upper()}]", text)
+            self.replaced += [kind] * count
+        return text
+
+    def value(self, value: Any) -> Any:
+        """A JSON-like value (tool arguments, results) with details removed from its strings and numbers."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(str(k)): self.value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.value(v) for v in value]
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            written = _plain(value)
+            for kind, pattern in self._known:
+                if kind in NUMERIC_KINDS and pattern.search(written):
+                    self.replaced.append(kind)
+                    return f"[{kind.upper()}]"
+        return value
+
+    def derived(self, value: Any, kind: str) -> Any:
+        """A value computed from a personal detail: long numbers in it go too, here and in later text.
+
+        A calculator result over a card number (8222222222222222 bytes for 4111111111111111 params) gives the
+        number back by one division; a number with fewer than six significant digits cannot.
+        """
+        if isinstance(value, dict):
+            return {k: self.derived(v, kind) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.derived(v, kind) for v in value]
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            significant = re.sub(r"\D", "", _plain(value)).strip("0")
+            if len(significant) >= 6:
+                self._learn(kind, _plain(value))
+                self.replaced.append(kind)
+                return f"[{kind.upper()}]"
+            return value
+        return self.value(value)
+
+    def _learn(self, kind: str, value: str) -> None:
+        for pattern in _known_patterns(kind, value):
+            if all(p.pattern != pattern.pattern for _, p in self._known):
+                self._known.append((kind, pattern))
+
+
+def _known_patterns(kind: str, value: str) -> list[re.Pattern[str]]:
+    if kind in NUMERIC_KINDS:
+        # The same digits (letters, for an IBAN) with any separators between them, as a whole number.
+        chars = re.sub(r"[\W_]", "", value)
+        if kind != "iban":
+            chars = re.sub(r"\D", "", value).lstrip("0") or chars
+        joined = r"[\s.,'’_-]?".join(re.escape(c) for c in chars)
+        return [re.compile(rf"(?<![\dA-Za-z]){joined}(?![\dA-Za-z])", re.I)]
+    if kind == "name":
+        # The whole name, and each word of it as written or capitalised ("Hi José,", "Dear bob").
+        words = [w for w in value.split() if len(w) >= 2]
+        variants = {value, *words, *(w[0].upper() + w[1:] for w in words)}
+        return [re.compile(rf"(?<!\w){re.escape(v)}(?!\w)") for v in sorted(variants, key=len, reverse=True)]
+    return [re.compile(re.escape(value), re.I)]
+
+
+def _plain(number: int | float) -> str:
+    """A number as plain digits (no exponent), as it may be written in text."""
+    if isinstance(number, float):
+        return format(Decimal(repr(number)), "f") if number == number and abs(number) != float("inf") else ""
+    return str(number)

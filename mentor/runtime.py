@@ -7,8 +7,11 @@ the pieces it needs as arguments.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
 
 from chromadb.api.models.Collection import Collection
 from sqlalchemy import Engine
@@ -16,11 +19,19 @@ from sqlalchemy import Engine
 from mentor.chat import ChatService
 from mentor.conversations import ConversationStore, RateLimiter
 from mentor.corpus import Chunk, Module, chunk_corpus, load_corpus
-from mentor.db import make_engine
+from mentor.db import make_engine, ping
 from mentor.embeddings import Embedder, SentenceTransformerEmbedder
 from mentor.engines.extractive import ExtractiveEngine
 from mentor.engines.llm import LLMEngine
-from mentor.index import IngestReport, build_index, chroma_client, open_collection
+from mentor.errors import NotReady
+from mentor.index import (
+    IngestReport,
+    build_index,
+    connect_collection,
+    describe_unreachable,
+    index_status,
+    is_unreachable,
+)
 from mentor.llm import ChatModel, OpenAIChatModel
 from mentor.privacy import load_or_create_secret
 from mentor.prompts import load_prompt
@@ -30,6 +41,23 @@ from mentor.signals.db import migrate
 from mentor.signals.writer import SignalWriter
 
 log = logging.getLogger(__name__)
+# A load balancer's readiness probe gives up after a few seconds: answer within that, even when a dependency hangs.
+READY_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """Whether questions can be answered now, and the state of each part (degraded parts named)."""
+
+    answerable: bool
+    detail: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        """One of ready, degraded (answering, but a part is down) or not ready (no question can be answered)."""
+        if not self.answerable:
+            return "not ready"
+        return "ready" if all(value.startswith("ok") for value in self.detail.values()) else "degraded"
 
 
 @dataclass
@@ -52,6 +80,33 @@ class Runtime:
         """Resolve a module id; it may be omitted only while the corpus holds a single module."""
         return self.chat.module(module_id)
 
+    def readiness(self, timeout_s: float = READY_TIMEOUT_S) -> Readiness:
+        """Check what a question needs and report the rest.
+
+        A question needs only what start-up loaded: the module vectors and BM25 live in memory, so answers go
+        on while the Chroma server is down, and signals go to the spool while the database is. Those two are
+        reported as degraded, never as not ready: a 503 there would take every replica out of a load balancer
+        while each of them could still answer.
+        """
+        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="readiness")
+        probes = {
+            "index": (pool.submit(index_status, self.collection), "answers use the vectors loaded at start"),
+            "database": (pool.submit(_database_status, self.engine), "signals are spooled until it is back"),
+        }
+        # Do not wait for a probe stuck on a hung server: the report says so, and the clients' time-outs end it.
+        pool.shutdown(wait=False)
+        modules = self.retriever.module_ids
+        loaded = f"{len(self.chunks)} chunks of {len(modules)} module{'s' if len(modules) != 1 else ''}"
+        detail = {"retrieval": f"ok ({loaded} in memory)" if modules else "no module loaded: nothing can be answered"}
+        deadline = time.monotonic() + timeout_s
+        for name, (probe, consequence) in probes.items():
+            try:
+                state = probe.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FutureTimeout:
+                state = f"unavailable: no answer within {timeout_s:g} s"
+            detail[name] = state if state.startswith("ok") else f"{state}; {consequence}"
+        return Readiness(answerable=bool(modules), detail=detail)
+
 
 def build_runtime(
     settings: Settings,
@@ -61,21 +116,34 @@ def build_runtime(
     progress: Callable[[int], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
 ) -> Runtime:
-    """Load the corpus, bring the index in line with it (embedding only what changed), open the database."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    """Load the corpus, bring the index in line with it (embedding only what changed), open the database.
+
+    A Chroma server that is not up yet is waited for (the `chroma_wait_s` setting); one that stays away, or
+    goes away during the sync, is a `NotReady` with one plain sentence.
+    """
+    # Owner-only: the data directory holds the index, the signals database, the spool and the keys.
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     modules = load_corpus(settings.corpus_dir)
     chunks = chunk_corpus(modules, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
     embedder = embedder or SentenceTransformerEmbedder(settings.embedding_model, batch_size=settings.embed_batch_size)
-    collection = open_collection(chroma_client(settings), settings.collection, embedder)
-    report = build_index(collection, chunks, embedder, progress=progress, on_plan=on_plan)
-    retriever = Retriever(
-        collection,
-        embedder,
-        chunks,
-        rrf_k=settings.rrf_k,
-        scope_threshold=settings.scope_threshold,
-        scope_weight=settings.scope_weight,
-    )
+    collection = connect_collection(settings, embedder, wait_s=settings.chroma_wait_s)
+    try:
+        report = build_index(collection, chunks, embedder, progress=progress, on_plan=on_plan)
+        retriever = Retriever(
+            collection,
+            embedder,
+            chunks,
+            rrf_k=settings.rrf_k,
+            scope_threshold=settings.scope_threshold,
+            scope_weight=settings.scope_weight,
+        )
+    except Exception as exc:
+        if not is_unreachable(exc):
+            raise
+        # Reached a moment ago, so not a server still starting: report it in one line rather than retry.
+        raise NotReady(
+            f"Chroma server at {settings.chroma_url} went away during start-up ({describe_unreachable(exc)})"
+        ) from exc
     by_id = {m.id: m for m in modules}
     engine = make_engine(settings.database)
     try:
@@ -98,6 +166,14 @@ def build_runtime(
         writer=writer,
         analyst_token=analyst_token(settings),
     )
+
+
+def _database_status(engine: Engine) -> str:
+    try:
+        ping(engine)
+    except NotReady as exc:
+        return f"unavailable ({exc.message})"
+    return "ok"
 
 
 def analyst_token(settings: Settings) -> str:

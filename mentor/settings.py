@@ -26,6 +26,13 @@ class Settings(BaseSettings):
         description="URL of a Chroma server (e.g. http://chroma:8000). Unset: an embedded PersistentClient "
         "under data_dir.",
     )
+    chroma_wait_s: float = Field(
+        60.0,
+        ge=0,
+        le=3600,
+        description="Seconds start-up keeps retrying, with backoff, a Chroma server that cannot be reached yet "
+        "(one log line per retry) before it gives up with a one-line error.",
+    )
     collection: str = Field("mentor_chunks", description="Chroma collection that holds the module chunks.")
     embedding_model: str = Field(
         PACKAGED_MODEL,

@@ -75,3 +75,42 @@ def test_cli_calc_list_and_errors() -> None:
     assert unknown.exit_code == 2 and "unknown calculator" in unknown.output
     broken = runner.invoke(app, ["calc", "training_memory", "--args", "{oops"])
     assert broken.exit_code == 2 and "not valid JSON" in broken.output
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (b'{"params": ' + b"[" * 30_000 + b"]" * 30_000 + b"}", "nested too deeply"),
+        (b"[" * 30_000 + b"]" * 30_000, "nested too deeply"),
+        (b'{"params": ' + b"9" * 5_000 + b"}", "more than 4300 digits"),
+        (b'{"params": -' + b"9" * 4_300 + b"}", "params"),  # the longest integer JSON may hold: out of range
+        (b'{"params": 1e999}', "finite"),
+        (b'{"params": 1' + b"0" * 30_000 + b".5}", "finite"),
+        (b'{"params": "' + b"9" * 60_000 + b'"}', "60000-character string"),
+        (b'{"params": "7B\xff"}', "not UTF-8"),
+    ],
+)
+def test_hostile_json_is_a_plain_422(client, body, fragment) -> None:
+    response = client.post("/v1/tools/training_memory", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert fragment in response.json()["message"] and len(response.json()["message"]) < 400
+
+
+def test_a_body_over_the_limit_is_413(client) -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000  # 200 KB: refused by size before anyone parses it
+    response = client.post("/v1/tools/training_memory", content=deep, headers={"content-type": "application/json"})
+    assert response.status_code == 413 and "at most 65536 bytes" in response.json()["message"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"params": ' + "9" * 5_000 + "}", "more than 4300 digits"),
+        ('{"params": ' + "[" * 500 + "]" * 500 + "}", "params"),
+    ],
+)
+def test_cli_calc_hostile_json_is_a_plain_error(args, fragment) -> None:
+    result = CliRunner().invoke(app, ["calc", "training_memory", "--args", args])
+    assert result.exit_code == 2 and fragment in result.output and "Traceback" not in result.output
+    assert len(result.output) < 400

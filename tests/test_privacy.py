@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mentor.privacy import pseudonym, redact, without_personal_details
+from mentor.privacy import Scrubber, pseudonym, redact, without_personal_details
 
 
 @pytest.mark.parametrize(
@@ -22,6 +22,31 @@ from mentor.privacy import pseudonym, redact, without_personal_details
         ("clone https://bob:hunter2@git.example.com/repo.git", "url_credentials", "hunter2"),
         ("Hi, my name is Jane Doe and I'm stuck", "name", "Jane Doe"),
         ("MY NAME IS bob, what is zero", "name", "bob"),
+        # scripts and formats the first patterns missed
+        ("write to müller@bücher.de please", "email", "müller@bücher.de"),
+        ("δοκιμή@παράδειγμα.ελ wrote", "email", "δοκιμή@παράδειγμα.ελ"),
+        ("call me at 4155550199.", "phone", "4155550199"),
+        ("call me at 4155550199, thanks", "phone", "4155550199"),
+        ("or 447700900123 from abroad", "phone", "447700900123"),
+        ("Hi, my name is José Álvarez and I'm stuck", "name", "José Álvarez"),
+        ("меня зовут Иван Петров, что такое ZeRO?", "name", "Иван Петров"),
+        ("Με λένε Γιώργος Παπαδόπουλος", "name", "Γιώργος Παπαδόπουλος"),
+        ("je m'appelle Zoë, c'est quoi ZeRO ?", "name", "Zoë"),
+        ("我叫王小明，ZeRO是什么？", "name", "王小明"),
+        ("ring +44 20 7946 0958 today", "phone", "7946 0958"),
+        ("(+44 20 7946 0958)", "phone", "7946 0958"),
+        ("Berlin: +49 (0)30 123456", "phone", "123456"),
+        ("Berlin: 0049 30 1234567", "phone", "1234567"),
+        ("Paris +33 1 23 45 67 89", "phone", "45 67 89"),
+        ("Tokyo +81-3-1234-5678.", "phone", "1234-5678"),
+        ("call (415) 555-0132.", "phone", "555-0132"),
+        ("ssn 078-05-1120 btw", "phone", "078-05-1120"),
+        ("IBAN DE89 3704 0044 0532 0130 00.", "iban", "0532 0130"),
+        ("iban GB82WEST12345698765432 please", "iban", "GB82WEST12345698765432"),
+        ("gb82 west 1234 5698 7654 32", "iban", "5698"),
+        ("my card 4111111111111111, 7B?", "card", "4111111111111111"),
+        ("training memory of 4111111111111111 params", "card", "4111111111111111"),
+        ("amex 3782 822463 10005", "card", "822463"),
     ],
 )
 def test_each_kind_is_removed_and_recorded(text: str, kind: str, gone: str) -> None:
@@ -38,6 +63,17 @@ def test_each_kind_is_removed_and_recorded(text: str, kind: str, gone: str) -> N
         "ZeRO-3 on 1024 GPUs, tp=8 pp=4, 8 micro-batches, 2^16 loss scale",
         "4 stages, 8 micro-batches: bubble 3/11",
         "Llama-2 70B int4 group size 128 at 10:30:00, ratio 1:2:4",
+        # bare runs of 10 digits and more: round (five trailing zeros or more), or a count by its unit or operator
+        "7000000000 params, 70000000000 and 175000000000",
+        "1000000000000 tokens or 1400000000000",
+        "a 6738415616 parameter model, 6738415616 parameters, 4155550199 tokens",
+        "2^32 = 4294967296 and 4294967296 / 2",
+        "1 000 000 000 000 tokens",
+        # lists of powers of two are sizes, not phone or card numbers
+        "batch sizes 256 512 1024 2048",
+        "BF16 tiles 1024 2048 4096 8192",
+        "on 2024-01-15 10:30 we ran 1,000,000,000 steps",
+        "BF16 1024 2048 4096",
     ],
 )
 def test_module_numbers_are_left_alone(text: str) -> None:
@@ -61,3 +97,37 @@ def test_pseudonyms_are_stable_keyed_and_not_the_id() -> None:
 def test_any_email_is_removed(email: str) -> None:
     redacted, kinds = redact(f"write to {email} please")
     assert email not in redacted and "email" in kinds
+
+
+def test_a_detail_is_removed_wherever_the_message_reshaped_it() -> None:
+    """A card used in a calculation: the argument, the result derived from it and the answer lose it too."""
+    scrub = Scrubber()
+    assert scrub.text("training memory of 4111 1111 1111 1111 params, I'm José Álvarez") == (
+        "training memory of [CARD] params, I'm José Álvarez"
+    )
+    scrub.text("my name is José Álvarez")
+    arguments = scrub.value({"params": 4111111111111111, "dtype": "bf16", "note": "4111-1111-1111-1111"})
+    assert arguments == {"params": "[CARD]", "dtype": "bf16", "note": "[CARD]"}
+    result = scrub.derived({"weights_bytes": 8222222222222222, "bytes_per_param": 2, "gb": 8222222.5}, "card")
+    assert result == {"weights_bytes": "[CARD]", "bytes_per_param": 2, "gb": "[CARD]"}
+    answer = scrub.text("Hola José: 4,111,111,111,111,111 params × 2 = 8,222,222,222,222,222 bytes; Álvarez, 16 GB")
+    assert answer == "Hola [NAME]: [CARD] params × 2 = [CARD] bytes; [NAME], 16 GB"
+    assert scrub.kinds == {"card", "name"}
+    assert scrub.value({"params": 7_000_000_000, "n": 4111}) == {"params": 7_000_000_000, "n": 4111}
+
+
+def test_details_are_removed_from_later_text_in_any_grouping() -> None:
+    scrub = Scrubber()
+    scrub.text("ring me on +1 (415) 555-0199 or mail a.b@exämple.org; IBAN GB82 WEST 1234 5698 7654 32")
+    later = scrub.text("so 14155550199, A.B@EXÄMPLE.ORG and gb82west12345698765432 it is; 4155 is fine")
+    assert later == "so [PHONE], [EMAIL] and [IBAN] it is; 4155 is fine"
+
+
+@pytest.mark.parametrize("text", ["a." * 20_000, "x" * 40_000, "1" * 40_000, "1 " * 20_000, "+1" * 20_000])
+def test_redaction_time_grows_linearly_with_the_text(text: str) -> None:
+    """A hostile message must not stall the writer: an unanchored pattern made "a.a.…" (40,000 characters) 6 s."""
+    import time
+
+    started = time.perf_counter()
+    redact(text)
+    assert time.perf_counter() - started < 1.0

@@ -14,9 +14,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mentor import __version__
 from mentor.api import routes_analyst, routes_chat, routes_learner, routes_ops, routes_tools
-from mentor.errors import MentorError, RateLimited
+from mentor.api.middleware import RequestLimits, SecurityHeaders, ServerErrors, error_response
+from mentor.errors import MentorError, NotReady, RateLimited, Unauthorized
 from mentor.runtime import Runtime, build_runtime
 from mentor.settings import Settings
+from mentor.tools.registry import explain_json_error
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +50,30 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.include_router(routes_tools.router)
     app.include_router(routes_analyst.router)
     _install_error_handlers(app)
+    # add_middleware wraps what is there: the last added runs first (see mentor/api/middleware.py).
+    app.add_middleware(ServerErrors)
+    app.add_middleware(RequestLimits)
+    app.add_middleware(SecurityHeaders)
     return app
 
 
+# Seconds a client should wait after a 503: a database restart or fail-over takes a few seconds, and the writer
+# retries its spool on the same order of time.
+RETRY_AFTER_S = 5
+
+
 def _install_error_handlers(app: FastAPI) -> None:
+    """Every error becomes {"error", "message"}; unexpected exceptions are ServerErrors' (middleware.py)."""
+
     @app.exception_handler(MentorError)
     async def mentor_error(_request: Request, exc: MentorError) -> JSONResponse:
-        headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, RateLimited) else None
+        headers = None
+        if isinstance(exc, RateLimited):
+            headers = {"Retry-After": str(exc.retry_after_s)}
+        elif isinstance(exc, NotReady):
+            headers = {"Retry-After": str(RETRY_AFTER_S)}
+        elif isinstance(exc, Unauthorized):
+            headers = {"WWW-Authenticate": "Bearer"}
         return JSONResponse({"error": exc.code, "message": exc.message}, exc.status_code, headers=headers)
 
     @app.exception_handler(RequestValidationError)
@@ -63,12 +82,14 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse({"error": "http_error", "message": str(exc.detail)}, exc.status_code)
-
-    @app.exception_handler(Exception)
-    async def unexpected(_request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error", exc_info=exc)
-        return JSONResponse({"error": "internal_error", "message": "something went wrong on our side"}, 500)
+        if exc.status_code == 400:
+            # FastAPI answers 400 when a JSON body cannot be decoded at all (not UTF-8, nested 100,000 deep, a
+            # 5,000-digit number) but 422 when its syntax is wrong; both are "your body is not usable JSON", so
+            # both are 422 with the reason, as POST /v1/tools/{name} and the CLI say it.
+            return error_response(422, f"the request body is {explain_json_error(exc.__cause__)}", code="invalid_input")
+        response = error_response(exc.status_code, str(exc.detail))
+        response.headers.update(exc.headers or {})  # e.g. Allow on a 405
+        return response
 
 
 def describe_validation(errors: list[dict]) -> str:

@@ -4,26 +4,36 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-from datetime import datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from itertools import chain
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from mentor.api.deps import RuntimeDep
 from mentor.api.schemas import ErrorResponse
-from mentor.errors import InvalidInput, Unauthorized
+from mentor.errors import InvalidInput, NotReady, Unauthorized
 from mentor.signals.exports import MEDIA_TYPES, export_lines
 from mentor.signals.queries import Filters, erase_learner, iter_questions, list_questions
 from mentor.signals.summary import summarize
 
+# Only the Authorization header is read: a token in a query string would be written to access logs, proxy logs
+# and browser history.
+bearer = HTTPBearer(auto_error=False, description="The analyst token (MENTOR_ANALYST_TOKEN or data_dir/analyst.token).")
+
 
 def require_analyst(
-    runtime: RuntimeDep, authorization: Annotated[str | None, Header(description="Bearer <analyst token>")] = None
+    runtime: RuntimeDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 ) -> None:
     """Only the analyst token opens these routes; learner identifiers never do."""
-    scheme, _, token = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), runtime.analyst_token.encode()):
+    token = credentials.credentials.strip() if credentials is not None else ""
+    if not token or not hmac.compare_digest(token.encode(), runtime.analyst_token.encode()):
         raise Unauthorized("analyst routes need 'Authorization: Bearer <analyst token>'")
 
 
@@ -31,19 +41,53 @@ router = APIRouter(
     prefix="/v1",
     tags=["analyst"],
     dependencies=[Depends(require_analyst)],
-    responses={401: {"model": ErrorResponse}, 422: {"model": ErrorResponse}},
+    responses={
+        401: {"model": ErrorResponse, "description": "No analyst token, or a wrong one."},
+        422: {"model": ErrorResponse, "description": "A filter or parameter is invalid."},
+        503: {
+            "model": ErrorResponse,
+            "description": "The signals database cannot be used right now.",
+            "headers": {"Retry-After": {"description": "Seconds to wait.", "schema": {"type": "integer"}}},
+        },
+    },
 )
+
+
+@contextmanager
+def database_errors() -> Iterator[None]:
+    """A signals database that cannot be reached or used right now is a 503 with Retry-After, not a 500."""
+    try:
+        yield
+    except (OperationalError, InterfaceError, PoolTimeout) as exc:  # connection refused or lost, locked, pool full
+        raise NotReady("the signals database cannot be used right now; please try again shortly") from exc
+
+
+MOMENT = "ISO 8601 date or date-time; without a time zone it is UTC."
 
 
 def filters(
     module_id: Annotated[str | None, Query(max_length=200)] = None,
-    since: Annotated[datetime | None, Query(description="ISO 8601; inclusive")] = None,
-    until: Annotated[datetime | None, Query(description="ISO 8601; exclusive")] = None,
+    since: Annotated[datetime | None, Query(description=f"{MOMENT} Inclusive.")] = None,
+    until: Annotated[datetime | None, Query(description=f"{MOMENT} Exclusive; not before since.")] = None,
     section_id: Annotated[str | None, Query(max_length=200)] = None,
     out_of_scope: bool | None = None,
     grounded: bool | None = None,
 ) -> Filters:
+    """The analyst filters, checked here so that an export refuses them before its first byte."""
+    since, until = as_utc("since", since), as_utc("until", until)
+    if since and until and since > until:
+        raise InvalidInput("since: must not be after until")
     return Filters(module_id, since, until, section_id, out_of_scope, grounded)
+
+
+def as_utc(name: str, moment: datetime | None) -> datetime | None:
+    """The moment in UTC; a date alone or a naive time means UTC (the log stores aware UTC times)."""
+    if moment is None:
+        return None
+    try:
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:00-05:00 is after the last representable UTC moment
+        raise InvalidInput(f"{name}: out of range") from None
 
 
 FiltersDep = Annotated[Filters, Depends(filters)]
@@ -57,31 +101,45 @@ async def questions(
     cursor: Annotated[str | None, Query(max_length=500)] = None,
 ) -> dict[str, Any]:
     """Logged questions, newest first, with their passages, tool calls and feedback; cursor-paginated."""
-    items, next_cursor = await asyncio.to_thread(list_questions, runtime.engine, where, limit=limit, cursor=cursor)
+    with database_errors():
+        items, next_cursor = await asyncio.to_thread(list_questions, runtime.engine, where, limit=limit, cursor=cursor)
     return {"items": items, "next_cursor": next_cursor}
 
 
 @router.get("/signals/summary")
 async def summary(runtime: RuntimeDep, where: FiltersDep, bucket: Literal["day", "week"] = "day") -> dict[str, Any]:
     """Questions per section over time, content gaps, feedback, tools, grounding, engines, most asked."""
-    return await asyncio.to_thread(
-        summarize,
-        runtime.engine,
-        where,
-        bucket=bucket,
-        min_cohort=runtime.settings.min_cohort,
-        embed=runtime.embedder.embed_query,
-    )
+    with database_errors():
+        return await asyncio.to_thread(
+            summarize,
+            runtime.engine,
+            where,
+            bucket=bucket,
+            min_cohort=runtime.settings.min_cohort,
+            embed=runtime.embedder.embed_query,
+        )
 
 
-@router.get("/signals/export")
+EXPORTS = {media: {"schema": {"type": "string"}} for media in sorted(set(MEDIA_TYPES.values()))}
+
+
+@router.get(
+    "/signals/export",
+    response_class=Response,  # the 200 is CSV or JSON lines (below), never a JSON document
+    responses={200: {"description": "CSV (format=csv) or JSON lines (jsonl, xapi), streamed.", "content": EXPORTS}},
+)
 def export(
     runtime: RuntimeDep,
     where: FiltersDep,
     format: Literal["csv", "jsonl", "xapi"] = "jsonl",  # noqa: A002
 ) -> StreamingResponse:
     """The filtered questions as CSV, JSON lines or xAPI 1.0.3 statements, streamed."""
-    lines = export_lines(iter_questions(runtime.engine, where), format, home_page=runtime.settings.public_url)
+    rows = iter_questions(runtime.engine, where)
+    with database_errors():
+        # The first batch is read before the status is sent: an outage is a 503, not a 200 cut short.
+        first = next(rows, None)
+    everything = chain([first], rows) if first is not None else iter(())
+    lines = export_lines(everything, format, home_page=runtime.settings.public_url)
     extension = {"csv": "csv", "jsonl": "jsonl", "xapi": "xapi.jsonl"}[format]
     return StreamingResponse(
         lines,
@@ -98,5 +156,6 @@ async def erase(learner_id: str, runtime: RuntimeDep) -> Response:
     await asyncio.to_thread(runtime.writer.flush, 5.0)  # what is in flight is erased too
     key = runtime.chat.learner_key(learner_id)
     runtime.chat.conversations.forget_learner(key)
-    await asyncio.to_thread(erase_learner, runtime.engine, key)
+    with database_errors():
+        await asyncio.to_thread(erase_learner, runtime.engine, key)
     return Response(status_code=204)

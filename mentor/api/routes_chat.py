@@ -9,10 +9,10 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from mentor.answer import ToolCall
 from mentor.api.deps import RuntimeDep
@@ -24,7 +24,30 @@ from mentor.signals.records import Feedback
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1", tags=["learner"])
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (404, 422, 429)}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorResponse, "description": "Unknown module, or a conversation or question not this learner's."},
+    422: {"model": ErrorResponse, "description": "The body is not usable JSON or breaks a rule (message length...)."},
+    429: {"model": ErrorResponse, "description": "Too many questions from this learner; see Retry-After."},
+    503: {"model": ErrorResponse, "description": "The index or the database cannot be used now; see Retry-After."},
+}
+
+
+# Documented in the schema, checked in the route (with a plainer message than pydantic's).
+QUESTION_ID = {"pattern": "^[0-9a-f]{32}$"}
+
+# One server-sent event of /v1/chat/stream, as the stream's parsers (and schemathesis) read it.
+SSE_EVENT = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "enum": ["meta", "delta", "tool_call", "done", "error"]},
+        "data": {
+            "type": "string",
+            "description": "JSON: {question_id, conversation_id, module_id} (meta), {text} (delta), a tool call "
+            "(tool_call), the ChatResponse (done) or {message} (error).",
+        },
+    },
+}
 
 
 def to_input(body: ChatRequest, request: Request) -> ChatInput:
@@ -46,7 +69,17 @@ async def chat(body: ChatRequest, request: Request, runtime: RuntimeDep) -> JSON
     return JSONResponse(result.response())
 
 
-@router.post("/chat/stream", responses={200: {"content": {"text/event-stream": {}}}, **ERRORS})
+@router.post(
+    "/chat/stream",
+    response_class=Response,  # the 200 is an event stream (below), never a JSON document
+    responses={
+        200: {
+            "description": "Server-sent events: meta, delta..., tool_call..., then done (or error).",
+            "content": {"text/event-stream": {"schema": SSE_EVENT}},
+        },
+        **ERRORS,
+    },
+)
 async def chat_stream(body: ChatRequest, request: Request, runtime: RuntimeDep) -> StreamingResponse:
     """The same answer as server-sent events: meta, delta..., tool_call..., then done (or error)."""
     prepared = runtime.chat.prepare(to_input(body, request))  # 4xx before the stream starts
@@ -61,8 +94,11 @@ async def chat_stream(body: ChatRequest, request: Request, runtime: RuntimeDep) 
             log.exception("chat stream failed")
             yield sse("error", {"message": "something went wrong on our side; please ask again"})
 
+    # no-store: the stream carries the learner's question and answer; no proxy buffering, no cache copy.
     return StreamingResponse(
-        stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        stream(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
 
@@ -79,10 +115,18 @@ def sse(kind: str, payload: Any) -> str:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-@router.post("/questions/{question_id}/feedback", status_code=201, responses=ERRORS)
-async def feedback(question_id: str, body: FeedbackRequest, runtime: RuntimeDep) -> dict[str, str]:
+@router.post(
+    "/questions/{question_id}/feedback",
+    status_code=201,
+    responses={code: ERRORS[code] for code in (404, 422, 503)},  # feedback is not rate-limited
+)
+async def feedback(
+    question_id: Annotated[str, Path(description="The question_id an answer returned.", json_schema_extra=QUESTION_ID)],
+    body: FeedbackRequest,
+    runtime: RuntimeDep,
+) -> dict[str, str]:
     """Record the asking learner's rating of an answer (someone else's question is not found)."""
-    if not re.fullmatch(r"[0-9a-f]{32}", question_id):
+    if not re.fullmatch(QUESTION_ID["pattern"], question_id):
         raise InvalidInput("question_id: must be the 32-character id an answer returned")
     learner = runtime.chat.learner_key(body.learner_id)
     asker = runtime.chat.asker(question_id)

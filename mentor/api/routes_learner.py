@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from mentor.api.deps import RuntimeDep
-from mentor.api.schemas import ModuleInfo, PassageOut, SearchResponse, SectionInfo
+from mentor.api.schemas import ErrorResponse, ModuleInfo, PassageOut, SearchResponse, SectionInfo
 
 router = APIRouter(prefix="/v1", tags=["learner"])
 
@@ -27,7 +27,15 @@ def list_modules(runtime: RuntimeDep) -> list[ModuleInfo]:
     ]
 
 
-@router.get("/search", response_model=SearchResponse)
+@router.get(
+    "/search",
+    response_model=SearchResponse,
+    responses={
+        404: {"model": ErrorResponse, "description": "Unknown module."},
+        422: {"model": ErrorResponse, "description": "Empty or over-long query, k outside 1-50, module_id missing."},
+        503: {"model": ErrorResponse, "description": "The index cannot be used right now; see Retry-After."},
+    },
+)
 def search(
     runtime: RuntimeDep,
     q: Annotated[str, Query(description="The learner's question or keywords (1-4000 characters).")],

@@ -94,10 +94,19 @@ def cpu_seconds(pid: int) -> float:
 
 def peak_rss_mb(pid: int) -> float:
     """Peak resident set size (VmHWM) of a live process, in MiB."""
+    return _status_mb(pid, "VmHWM")
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size (VmRSS) of a live process now, in MiB."""
+    return _status_mb(pid, "VmRSS")
+
+
+def _status_mb(pid: int, field: str) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmHWM for process {pid}")
+    raise RuntimeError(f"no {field} for process {pid}")
 
 
 def machine_info() -> dict[str, object]:

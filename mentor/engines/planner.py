@@ -35,18 +35,20 @@ GROUP = re.compile(r"group[\s-]*size\s*(?:of|=)?\s*(\d+)|\bgroups?\s+of\s+(\d+)|
 FORMAT = re.compile(r"\b(fp32|fp16|bf16|fp8[\s_-]*e4m3|fp8[\s_-]*e5m2|e4m3|e5m2)\b", re.I)
 GRADIENT = re.compile(r"gradients?\s*(?:of|=|value|is|at|around|~)?\s*(\d+(?:\.\d+)?e-\d+|0\.0\d+)", re.I)
 LOSS_SCALE = re.compile(r"(?:loss\s*)?scal(?:e|ing)(?:\s*factor)?\s*(?:of|=|s\s*=)?\s*(2\s*\^\s*\d+|\d{2,})", re.I)
-TP = re.compile(r"\b(?:tp|tensor[\s-]*parallel(?:ism)?)\s*(?:=|of|degree|size)?\s*(\d+)|(\d+)[\s-]*way\s*tensor", re.I)
+TP = re.compile(
+    r"\b(?:tp|tensor[\s-]*parallel(?:ism)?)\s*(?:=|of|degree|size)?\s*(\d+)|(?<!\d)(\d+)[\s-]*way\s*tensor", re.I
+)
 PP = re.compile(
-    r"\b(?:pp|pipeline[\s-]*parallel(?:ism)?)\s*(?:=|of|degree|size)?\s*(\d+)|(\d+)[\s-]*way\s*pipeline", re.I
+    r"\b(?:pp|pipeline[\s-]*parallel(?:ism)?)\s*(?:=|of|degree|size)?\s*(\d+)|(?<!\d)(\d+)[\s-]*way\s*pipeline", re.I
 )
 GPU_KIND = re.compile(r"\b(a100|h100|v100|a10g?|l4|tpu[\s_-]*v4|tpu[\s_-]*v5e)s?\b", re.I)
 MICRO_BATCH = re.compile(r"micro[\s-]*batch(?:[\s-]*size)?\s*(?:of|=|:)?\s*(\d+)|\bmbs\s*=?\s*(\d+)", re.I)
 GRAD_ACCUM = re.compile(
-    r"grad(?:ient)?[\s-]*accum\w*(?:[\s-]*steps?)?\s*(?:of|=|:)?\s*(\d+)|(\d+)\s*accumulation", re.I
+    r"grad(?:ient)?[\s-]*accum\w*(?:[\s-]*steps?)?\s*(?:of|=|:)?\s*(\d+)|(?<!\d)(\d+)\s*accumulation", re.I
 )
 SEQ_LEN = re.compile(
     r"\b(?:seq(?:uence)?(?:[\s-]*len(?:gth)?)?|context(?:[\s-]*length)?)\s*(?:of|=|:)?\s*(\d+)(k?)\b|"
-    r"(\d+)(k?)\s*(?:context|tokens? (?:of )?context|seq(?:uence)?)\b",
+    r"(?<!\d)(\d+)(k?)\s*(?:context|tokens? (?:of )?context|seq(?:uence)?)\b",
     re.I,
 )
 HIDDEN = re.compile(r"\bhidden(?:[\s-]*(?:size|dim))?\s*(?:of|=|:)?\s*(\d+)|\bh\s*=\s*(\d+)", re.I)
@@ -55,7 +57,7 @@ KV_HEADS = re.compile(r"(?<![\w.])(\d+)\s*kv[\s-]*heads\b|\bkv[\s-]*heads\s*(?:=
 HEAD_DIM = re.compile(r"head[\s_-]*(?:dim(?:ension)?|size)\s*(?:of|=|:)?\s*(\d+)", re.I)
 LAYERS = re.compile(r"(?<![\w.])(\d+)\s*layers\b|\blayers\s*(?:=|:)?\s*(\d+)", re.I)
 BATCH = re.compile(r"\bbatch(?:[\s-]*size)?\s*(?:of|=|:)?\s*(\d+)", re.I)
-MFU = re.compile(r"(\d+(?:\.\d+)?)\s*%\s*mfu|mfu\s*(?:of|=)?\s*(\d*\.\d+|\d+\s*%)", re.I)
+MFU = re.compile(r"(?<!\d)(\d+(?:\.\d+)?)\s*%\s*mfu|mfu\s*(?:of|=)?\s*(\d*\.\d+|\d+\s*%)", re.I)
 
 MEMORY_WORDS = re.compile(
     r"\b(memory|bytes?|gb|gib|fit|vram|hbm|footprint|how (?:much|big)|optimi[sz]er state|ram)\b", re.I
@@ -94,6 +96,13 @@ MULTIPLIERS = {
     "trillion": 10**12,
 }
 EXAMPLE_PARAMS = "7B"  # the module's worked example
+# The work per message is bounded twice. No pattern above may start a number inside a digit run (a leading
+# (?<![\w.]) or (?<!\d)): without that, a pattern like r"(\d+)\s*accumulation" retried every suffix of a long
+# run, and a 3,990-digit message took 0.7 s of CPU (measured), all of it on the event loop. With it every
+# pattern is linear in the text, and the text is bounded: the question to the chat's own message limit, the
+# history to its most recent turns, where the numbers a follow-up leans on are.
+MAX_QUESTION_CHARS = 4_000
+MAX_HISTORY_CHARS = 8_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,12 +150,34 @@ def plan_tools(question: str, history: tuple[str, ...] = ()) -> list[PlannedCall
     A follow-up that changes one number ("and on 256 GPUs instead?") is planned as the earlier question with
     the new number first, so the new value wins wherever both appear.
     """
+    question = _clip(question, MAX_QUESTION_CHARS)
+    history = _recent(history, MAX_HISTORY_CHARS)
     plan = _plan(question, history)
     if not plan and history and re.search(r"\d|\b(compute|flops|time|days|memory|size)\b", question, re.I):
         earlier = _plan(history[-1], history[:-1])
         if earlier:
             return _plan(f"{question} {history[-1]}", history[:-1])
     return plan
+
+
+def _clip(text: str, limit: int) -> str:
+    """The text up to `limit` characters, cut at a space so no number is cut short ("13B" must not read "1")."""
+    if len(text) <= limit:
+        return text
+    cut = max(text.rfind(space, 0, limit + 1) for space in " \n\t")
+    return text[: cut if cut > 0 else limit]
+
+
+def _recent(history: tuple[str, ...], limit: int) -> tuple[str, ...]:
+    """The most recent questions that fit in `limit` characters together (the latest one clipped if needed)."""
+    kept: list[str] = []
+    room = limit
+    for text in reversed(history):
+        if room <= 0:
+            break
+        kept.append(_clip(text, room))
+        room -= len(text) + 1
+    return tuple(reversed(kept))
 
 
 def _seq_len(text: str) -> int | None:

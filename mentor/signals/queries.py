@@ -6,12 +6,13 @@ import base64
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, delete, or_, select
 from sqlmodel import Session
 
+from mentor.db import forget_deleted
 from mentor.errors import InvalidInput
 from mentor.signals.tables import (
     ConversationRow,
@@ -156,8 +157,11 @@ def encode_cursor(created: datetime, question_id: str) -> str:
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         created, question_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return datetime.fromisoformat(created), str(question_id)
-    except (ValueError, TypeError) as exc:
+        moment = datetime.fromisoformat(created)
+        if moment.tzinfo is None:  # every cursor this API returns is zone-aware
+            raise ValueError("naive time")
+        return moment.astimezone(UTC), str(question_id)
+    except (ValueError, TypeError, OverflowError) as exc:
         raise InvalidInput("cursor: not a cursor this API returned") from exc
 
 
@@ -176,6 +180,7 @@ def erase_learner(engine: Engine, learner_key: str) -> int:
         session.exec(delete(ConversationRow).where(ConversationRow.learner_id == learner_key))
         session.exec(delete(LearnerRow).where(LearnerRow.id == learner_key))
         session.commit()
+    forget_deleted(engine)  # or the erased text stays readable in SQLite's write-ahead log
     return len(ids)
 
 
@@ -187,6 +192,7 @@ def purge_older_than(engine: Engine, age: timedelta, *, now: datetime) -> int:
         _delete_questions(session, ids)
         session.exec(delete(FeedbackRow).where(FeedbackRow.created_at < cutoff))
         session.commit()
+    forget_deleted(engine)
     return len(ids)
 
 

@@ -2,9 +2,14 @@
 
 `submit` only puts the result on a queue. A background thread redacts it, writes batches in one
 transaction, and when the database cannot be reached appends the records to a durable spool
-(JSON lines, fsync) instead. While the spool holds anything, new records go behind it, so rows
+(JSON lines, fsync, mode 600) instead. While the spool holds anything, new records go behind it, so rows
 arrive in order; the spool is replayed when the database is back, and inserts skip rows that already
 exist, so a record replayed twice is written once.
+
+A batch the database refuses (a constraint, a value it cannot store) is written again record by record,
+each in its own transaction, so only the refused record is set aside (in `<spool>.rejected`) and every
+other one is written. Nothing but an unavailable database sends records to the spool, and nothing but a
+refusal sends one to the rejected file.
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection, Engine, bindparam, insert, select, update
-from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, DisconnectionError, IntegrityError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from mentor.chat import ChatResult
+from mentor.privacy import create_private
 from mentor.signals.db import migrate
 from mentor.signals.records import Feedback, feedback_record, question_record
 from mentor.signals.tables import (
@@ -39,8 +46,19 @@ from mentor.signals.tables import (
 
 log = logging.getLogger(__name__)
 LINGER_S = 0.05
-REJECTED = (IntegrityError, DataError)
-RETRYABLE = (OperationalError, DBAPIError, OSError)
+REFUSED = (IntegrityError, DataError)
+
+
+class Unavailable(Exception):
+    """The database cannot take records now (down, locked, restarting, its schema not yet in place)."""
+
+
+def retryable(exc: BaseException) -> bool:
+    """Whether the same records may go in later: the database was unreachable, not refusing them."""
+    if isinstance(exc, DBAPIError):
+        # A dropped connection can surface as any driver error; only a live database's refusal is final.
+        return exc.connection_invalidated or not isinstance(exc, REFUSED)
+    return isinstance(exc, Unavailable | PoolTimeout | DisconnectionError | OSError)
 
 
 class Spool:
@@ -48,13 +66,14 @@ class Spool:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def pending(self) -> bool:
         return self.path.exists() and self.path.stat().st_size > 0
 
     def append(self, records: Iterable[dict[str, Any]]) -> None:
         lines = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
+        create_private(self.path)  # learners' questions: owner-only, like the database
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(lines)
             handle.flush()
@@ -68,6 +87,7 @@ class Spool:
                     records.append(json.loads(line))
                 except json.JSONDecodeError:
                     log.error("spool line is not JSON (a torn write?); kept in %s.bad", self.path)
+                    create_private(Path(f"{self.path}.bad"))
                     with open(f"{self.path}.bad", "a", encoding="utf-8") as bad:
                         bad.write(line)
         return records
@@ -101,6 +121,7 @@ class SignalWriter:
         self._thread = threading.Thread(target=self._run, name="signal-writer", daemon=True)
         self.written = 0
         self.spooled = 0
+        self.rejected = 0
         self._migrated = False
 
     def start(self) -> SignalWriter:
@@ -131,33 +152,33 @@ class SignalWriter:
         delay = self._retry_s
         while not (self._stop.is_set() and self._queue.empty()):
             items = self._take()
-            records = [self._record(item) for item in items]
-            if records and self._spool.pending():
-                self._spool.append(records)  # behind what is already waiting, so rows arrive in order
-                self.spooled += len(records)
-                records = []
+            records = [r for r in (self._record(item) for item in items) if r is not None]
             try:
+                if records and self._spool.pending():
+                    self._spool.append(records)  # behind what is already waiting, so rows arrive in order
+                    self.spooled += len(records)
+                    records = []
                 if self._spool.pending():
                     replay = self._spool.read()
-                    self._write(replay)
+                    self._deliver(replay)
                     self._spool.clear()
                     log.info("signals database is back: %d spooled records written", len(replay))
                 if records:
-                    self._write(records)
+                    self._deliver(records)
                 delay = self._retry_s
-            except REJECTED as exc:
-                # A record the database refuses will never go in: set it aside rather than block the rest.
-                log.error("signals rejected by the database (%s); kept in %s", exc, self._rejected)
-                Spool(self._rejected).append(records or self._spool.read())
-                if not records:
-                    self._spool.clear()
-            except RETRYABLE as exc:
-                if records:
-                    self._spool.append(records)
-                    self.spooled += len(records)
-                log.warning(
-                    "signals database unavailable (%s): signals wait in %s", type(exc).__name__, self._spool.path
-                )
+            except Exception as exc:  # the thread must outlive any error, or every later signal is lost
+                if retryable(exc):
+                    log.warning(
+                        "signals database unavailable (%s): signals wait in %s", type(exc).__name__, self._spool.path
+                    )
+                else:
+                    log.exception("signal writer: unexpected error; the signals wait in %s", self._spool.path)
+                try:
+                    if records:  # not yet in the spool (a replay that failed is still there, whole)
+                        self._spool.append(records)
+                        self.spooled += len(records)
+                except OSError:
+                    log.exception("signals lost: neither the database nor the spool %s takes them", self._spool.path)
                 self._stop.wait(delay)
                 delay = min(delay * 2, 10.0)
             finally:
@@ -180,18 +201,63 @@ class SignalWriter:
                 break
         return items
 
-    def _record(self, item: ChatResult | Feedback) -> dict[str, Any]:
-        if isinstance(item, Feedback):
-            return feedback_record(item)
-        return question_record(item, embed=self._embed)
+    def _record(self, item: ChatResult | Feedback) -> dict[str, Any] | None:
+        try:
+            if isinstance(item, Feedback):
+                return feedback_record(item)
+            return question_record(item, embed=self._embed)
+        except Exception:  # one result that cannot be made a record must not stop the thread
+            log.exception("signal dropped: could not build a record from %s", type(item).__name__)
+            return None
 
-    def _write(self, records: list[dict[str, Any]]) -> None:
+    def _deliver(self, records: list[dict[str, Any]]) -> None:
+        """Write every record the database accepts; set aside each it refuses. Raises only while it is unavailable."""
         if not self._migrated:
-            migrate(self._engine)  # a database that was down at start gets its schema on first contact
+            try:
+                migrate(self._engine)  # a database that was down at start gets its schema on first contact
+            except Exception as exc:  # an unreachable database, or two replicas creating the schema at once
+                raise Unavailable(f"schema not ready: {type(exc).__name__}") from exc
             self._migrated = True
         for start in range(0, len(records), self._batch_size):
-            write_records(self._engine, records[start : start + self._batch_size])
-            self.written += len(records[start : start + self._batch_size])
+            batch = records[start : start + self._batch_size]
+            try:
+                write_records(self._engine, batch)
+            except Exception as exc:
+                if retryable(exc):
+                    raise
+                log.warning("a batch of %d signals was refused (%s); writing them one by one", len(batch), _why(exc))
+                self._isolate(batch)
+            else:
+                self.written += len(batch)
+
+    def _isolate(self, batch: list[dict[str, Any]]) -> None:
+        """Write each record in its own transaction, so a refused one takes no other with it."""
+        for record in batch:
+            # Twice: a unique-key race with another replica's writer passes the second time, when the existence
+            # checks see its rows; a record refused twice is refused for what it holds.
+            for attempt in (1, 2):
+                try:
+                    write_records(self._engine, [record])
+                except Exception as exc:
+                    if retryable(exc):
+                        raise  # the rest waits in the spool; replaying what was written here is a no-op
+                    if attempt == 2:
+                        self._reject(record, exc)
+                else:
+                    self.written += 1
+                    break
+
+    def _reject(self, record: dict[str, Any], exc: Exception) -> None:
+        self.rejected += 1
+        key = record.get("question_id") or record.get("id") if isinstance(record, dict) else None
+        log.error("signal %s refused by the database (%s); kept in %s", key, _why(exc), self._rejected)
+        Spool(self._rejected).append([record])
+
+
+def _why(exc: Exception) -> str:
+    """The driver's first line, without the statement and its parameters (they hold learners' text)."""
+    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return f"{type(exc).__name__}: {reason[0][:200] if reason else ''}"
 
 
 def write_records(engine: Engine, records: list[dict[str, Any]]) -> None:

@@ -49,12 +49,16 @@ MAX_EXPONENT = 400
 EXAMPLES = '7000000000, 7e9, "7B", "1.4T" or "13 billion"'
 
 
+SHOWN_CHARS = 80  # an error message quotes a caller's value up to here: a 4,000-digit number is not repeated back
+
+
 def show(value: object) -> str:
-    """Show a caller's value as JSON would (`"7B"`, `true`, `1.5`), for error messages."""
+    """Show a caller's value as JSON would (`"7B"`, `true`, `1.5`), shortened, for error messages."""
     try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
+        text = json.dumps(value)
+    except (TypeError, ValueError, RecursionError):  # RecursionError: lists nested ~1,000 deep
         return type(value).__name__
+    return text if len(text) <= SHOWN_CHARS else f"{text[: SHOWN_CHARS - 1]}…"
 
 
 def _number_from_text(text: str) -> Fraction:

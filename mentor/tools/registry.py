@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -117,6 +118,19 @@ def get_calculator(name: str) -> Calculator:
         raise NotFound(f"unknown calculator {name!r}; available: {', '.join(REGISTRY)}") from None
 
 
+def explain_json_error(error: BaseException | None) -> str:
+    """Why JSON text could not be decoded, in plain words (for `--args`, tool calls and HTTP bodies)."""
+    if isinstance(error, json.JSONDecodeError):
+        return f"not valid JSON ({error.msg} at position {error.pos})"
+    if isinstance(error, UnicodeDecodeError):
+        return "not valid JSON (not UTF-8 text)"
+    if isinstance(error, RecursionError):  # json.loads recurses once per level: 100,000 "[" exhaust the stack
+        return "JSON nested too deeply to read"
+    if isinstance(error, ValueError):  # Python refuses integers of more than 4,300 digits (sys.int_info)
+        return f"JSON with a number of more than {sys.get_int_max_str_digits()} digits"
+    return "not valid JSON"
+
+
 def _decode(arguments: Mapping[str, Any] | str | None) -> Mapping[str, Any]:
     """Accept arguments as a mapping or as the JSON text a model sends; empty means no arguments."""
     if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
@@ -124,8 +138,8 @@ def _decode(arguments: Mapping[str, Any] | str | None) -> Mapping[str, Any]:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except json.JSONDecodeError as error:
-            raise InvalidInput(f"arguments: not valid JSON ({error.msg} at position {error.pos})") from None
+        except (ValueError, RecursionError) as error:
+            raise InvalidInput(f"arguments: {explain_json_error(error)}") from None
     if not isinstance(arguments, Mapping):
         raise InvalidInput(f"arguments: must be a JSON object (got {type(arguments).__name__})")
     return arguments

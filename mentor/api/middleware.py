@@ -1,0 +1,222 @@
+"""Pure ASGI middleware every request passes: security headers, request limits, and a 500 that keeps the connection.
+
+Order, outermost first (see `create_app`): SecurityHeaders -> RequestLimits -> ServerErrors -> the routes, so the
+headers are on every answer, limits and 500s included, and a limit's answer can close the connection.
+
+Where each limit lives (a reverse proxy in front should carry the same or tighter ones):
+- header bytes, body bytes, time to receive a body: here, `RequestLimits`;
+- request target: uvicorn with httptools refuses one over 64 KiB itself (400); the longest legitimate one, a
+  search for 4,000 characters percent-encoded at up to 12 bytes each, is 48,000 bytes;
+- idle keep-alive connections: uvicorn's `timeout_keep_alive`, set by `mentor serve` (mentor/cli.py);
+- bytes and time before the request headers are complete (slow-loris): uvicorn has no bound (an idle or half-sent
+  request is held indefinitely), so only a reverse proxy imposes one (nginx: client_header_timeout,
+  large_client_header_buffers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from http import HTTPStatus
+
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger(__name__)
+
+# gunicorn refuses a header field over 8,190 bytes and nginx a header line over 8 KB by default; 16 KiB in total
+# leaves room for a few such headers and is 60x smaller than the 1 MB Authorization header we used to accept.
+MAX_HEADER_BYTES = 16 * 1024
+# The largest legitimate body is a chat request: a 4,000-character message (at most 48,000 bytes, when every
+# character lies outside the BMP and is sent as a \u escape pair of 12 bytes) and ids of a few hundred bytes.
+MAX_BODY_BYTES = 64 * 1024
+# A 64 KiB body arrives in under a second on any link that can use the service; 10 s frees a connection held open
+# by a body shorter than its Content-Length (it used to wait forever).
+BODY_TIMEOUT_S = 10.0
+# CSP for JSON and event streams: load nothing, be framed by nothing. HTML pages (/docs, /redoc) load FastAPI's
+# Swagger and ReDoc scripts, so they get only the frame policy.
+CSP_DATA = "default-src 'none'; frame-ancestors 'none'"
+CSP_PAGES = "frame-ancestors 'none'"
+
+
+def error_response(status: int, message: str, *, code: str | None = None, close: bool = False) -> JSONResponse:
+    """An error body ({"error", "message"}), coded by the status phrase unless given; `close` ends the connection."""
+    code = code or HTTPStatus(status).phrase.lower().replace(" ", "_").replace("-", "_")
+    return JSONResponse({"error": code, "message": message}, status, headers={"Connection": "close"} if close else None)
+
+
+class SecurityHeaders:
+    """Add nosniff, a frame policy, no referrer and (unless a route says otherwise) no-store to every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers["X-Content-Type-Options"] = "nosniff"
+                headers["X-Frame-Options"] = "DENY"
+                headers["Referrer-Policy"] = "no-referrer"
+                html = headers.get("content-type", "").startswith("text/html")
+                headers["Content-Security-Policy"] = CSP_PAGES if html else CSP_DATA
+                # Answers carry learners' questions or analyst data; nothing here is safe for a shared cache.
+                headers.setdefault("Cache-Control", "no-store")
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class RequestLimits:
+    """Refuse oversized headers (431) and bodies (413), and bodies that arrive too slowly (408).
+
+    Each refusal closes the connection (`Connection: close`): the rest of the request may still be in flight. So
+    does any response sent before the request body was fully received, unless the rest is already there.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self.refuse(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        body = BodyReader(receive, expected=self.expects_body(scope), expects_continue=self.expects_continue(scope))
+
+        async def send_closing_if_unread(message: Message) -> None:
+            if message["type"] == "http.response.start" and not await body.drain():
+                MutableHeaders(scope=message)["Connection"] = "close"
+            await send(message)
+
+        await self.app(scope, body.receive, send_closing_if_unread)
+
+    @staticmethod
+    def refuse(scope: Scope) -> JSONResponse | None:
+        header_bytes = sum(len(name) + len(value) for name, value in scope["headers"])
+        if header_bytes > MAX_HEADER_BYTES:
+            return error_response(431, f"request headers: at most {MAX_HEADER_BYTES} bytes in all", close=True)
+        length = content_length(scope)
+        if length is not None and length > MAX_BODY_BYTES:
+            return error_response(413, f"request body: at most {MAX_BODY_BYTES} bytes", close=True)
+        return None
+
+    @staticmethod
+    def expects_continue(scope: Scope) -> bool:
+        return any(name == b"expect" and value.lower() == b"100-continue" for name, value in scope["headers"])
+
+    @staticmethod
+    def expects_body(scope: Scope) -> bool:
+        length = content_length(scope)
+        chunked = any(name == b"transfer-encoding" for name, _ in scope["headers"])
+        return chunked or bool(length)
+
+
+def content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+class BodyReader:
+    """The app's `receive`, bounded: the body must arrive within BODY_TIMEOUT_S of being asked for, and be small.
+
+    The errors are HTTPExceptions because FastAPI re-raises those from its body parsing (anything else it turns
+    into "400 There was an error parsing the body"), so the route's own error handler answers them.
+    """
+
+    def __init__(self, receive: Receive, *, expected: bool, expects_continue: bool) -> None:
+        self._receive = receive
+        self.complete = not expected
+        self.expects_continue = expects_continue
+        self.received = 0
+        self.deadline: float | None = None
+
+    async def receive(self) -> Message:
+        if self.complete:
+            return await self._receive()  # only http.disconnect is left to wait for, as long as it takes
+        if self.deadline is None:
+            self.deadline = time.monotonic() + BODY_TIMEOUT_S
+        try:
+            message = await asyncio.wait_for(self._receive(), max(self.deadline - time.monotonic(), 0.001))
+        except TimeoutError:
+            raise HTTPException(408, f"request body: not received within {BODY_TIMEOUT_S:.0f} s") from None
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            if self.received > MAX_BODY_BYTES:  # a chunked body has no Content-Length to check up front
+                raise HTTPException(413, f"request body: at most {MAX_BODY_BYTES} bytes")
+            self.complete = not message.get("more_body", False)
+        else:
+            self.complete = True  # disconnected
+        return message
+
+    async def drain(self) -> bool:
+        """Read what is left of an unread body if it is already here; False when the connection must close."""
+        if self.complete:
+            return True
+        if self.received > MAX_BODY_BYTES or (self.expects_continue and self.deadline is None):
+            # A client that sent "Expect: 100-continue" waits for leave to send its body: reading it now would
+            # give that leave (uvicorn answers "100 Continue" on the first receive) only to throw the body away.
+            return False
+        try:
+            while not self.complete:
+                # What the client sent with its headers is already buffered: a short wait tells it from a body
+                # still on its way, which is not worth waiting for once the answer is known.
+                message = await asyncio.wait_for(self._receive(), 0.05)
+                if message["type"] != "http.request":
+                    return False
+                self.received += len(message.get("body", b""))
+                self.complete = not message.get("more_body", False)
+                if self.received > MAX_BODY_BYTES:
+                    return False
+        except TimeoutError:
+            return False
+        return True
+
+
+class ServerErrors:
+    """Answer an unexpected exception with a plain 500 and keep the connection usable.
+
+    Starlette's ServerErrorMiddleware answers and then re-raises, and uvicorn closes the transport after such an
+    answer without a `Connection: close` header: a keep-alive client's next request on it was reset. Here the
+    error is logged once and the exchange ends normally. An exception after the response started can only end
+    with the connection (the client sees a truncated body), so it is re-raised.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            if started:
+                raise
+            route = scope.get("route")
+            # The route's template, never the raw path: a path can carry a learner id.
+            log.exception("unexpected error in %s %s", scope["method"], getattr(route, "path", "(no route)"))
+            await error_response(500, "something went wrong on our side", code="internal_error")(scope, receive, send)
