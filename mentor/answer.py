@@ -12,6 +12,18 @@ STYLES: tuple[str, ...] = ("explain", "hint", "brief")
 
 
 @dataclass(frozen=True, slots=True)
+class ChatInput:
+    """A learner's question as the API or CLI received it."""
+
+    message: str
+    module_id: str | None = None
+    conversation_id: str | None = None
+    learner_id: str | None = None
+    style: str = "explain"
+    client: str = "local"
+
+
+@dataclass(frozen=True, slots=True)
 class Citation:
     """Passage `[n]` of an answer."""
 

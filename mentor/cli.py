@@ -152,7 +152,8 @@ def ask(
     """Ask the mentor in-process, exactly as POST /v1/chat would answer."""
     import asyncio
 
-    from mentor.chat import ChatInput
+    from mentor.answer import ChatInput
+    from mentor.api.schemas import ChatResponse
     from mentor.runtime import build_runtime
 
     runtime = build_runtime(make_settings())
@@ -162,7 +163,7 @@ def ask(
         result = asyncio.run(runtime.chat.ask(request))
     finally:
         runtime.writer.stop()
-    response = result.response()
+    response = ChatResponse.of(result).public()
     if as_json:
         typer.echo(json.dumps(response, indent=2, ensure_ascii=False))
         return
@@ -272,7 +273,7 @@ def parse_age(value: str):  # noqa: ANN201
 def signals_engine():  # noqa: ANN201
     """The signals database of the configured settings, migrated."""
     from mentor.db import make_engine
-    from mentor.signals.db import migrate
+    from mentor.signals.schema import migrate
 
     settings = make_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,9 @@
-"""Conversations kept on the server, each bound to one learner and one module; plus the per-learner rate limit."""
+"""Learner state the chat keeps between questions, behind small async Protocols: conversations (each bound to
+one learner and one module, with who asked each recent question, for feedback) and the per-learner rate limit.
+
+The in-memory classes here are the embedded default; a shared store (Redis) implements the same Protocols so
+that replicas agree. The methods are async because a shared store does I/O.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from mentor.answer import Turn
 from mentor.errors import InvalidInput, NotFound, RateLimited
@@ -26,6 +32,7 @@ MAX_CONVERSATION_BYTES = 16 * 1024
 MAX_STORE_BYTES = 64 * 1024 * 1024
 # What an empty conversation costs besides its turns (object, deque, ids, the store's entry): ~1 KB by tracemalloc.
 CONVERSATION_OVERHEAD_BYTES = 1024
+MAX_ASKERS = 100_000
 
 
 def turn_bytes(turn: Turn) -> int:
@@ -45,7 +52,39 @@ class Conversation:
     stored_bytes: int = CONVERSATION_OVERHEAD_BYTES
 
 
-class ConversationStore:
+class ConversationStore(Protocol):
+    """Where conversations and the askers of recent questions live."""
+
+    async def open(self, conversation_id: str | None, *, learner_key: str, module_id: str) -> Conversation:
+        """Continue the learner's conversation about the module (NotFound otherwise), or start one when no id."""
+        ...
+
+    async def append(self, conversation: Conversation, turn: Turn) -> None:
+        """Record a finished turn."""
+        ...
+
+    async def remember_asker(self, question_id: str, learner_key: str) -> None:
+        """Note who asked a question, so feedback can be checked before its signal row is written."""
+        ...
+
+    async def asker(self, question_id: str) -> str | None:
+        """The pseudonym of who asked a recent question, if known."""
+        ...
+
+    async def forget_learner(self, learner_key: str) -> int:
+        """Drop every conversation of one learner (erasure); return how many."""
+        ...
+
+
+class RateLimiter(Protocol):
+    """Counts questions per learner."""
+
+    async def hit(self, key: str) -> None:
+        """Count one question for `key`, or raise RateLimited with the seconds to wait."""
+        ...
+
+
+class MemoryConversationStore:
     """In-process, bounded by count and by bytes (least recently used go first) and expiring; the signals log
     keeps the durable record of every turn.
 
@@ -68,6 +107,8 @@ class ConversationStore:
         self._items: OrderedDict[str, Conversation] = OrderedDict()  # least recently used first
         self._bytes = 0
         self._lock = threading.Lock()
+        # Who asked each recent question (bounded: feedback comes soon after an answer, or from the log).
+        self._askers: OrderedDict[str, str] = OrderedDict()
 
     @property
     def stored_bytes(self) -> int:
@@ -77,7 +118,7 @@ class ConversationStore:
     def __len__(self) -> int:
         return len(self._items)
 
-    def open(self, conversation_id: str | None, *, learner_key: str, module_id: str) -> Conversation:
+    async def open(self, conversation_id: str | None, *, learner_key: str, module_id: str) -> Conversation:
         """Continue the learner's conversation, or start one when no id is given.
 
         Someone else's conversation, or one about another module, is reported as not found: its
@@ -105,15 +146,28 @@ class ConversationStore:
             self._items.move_to_end(conversation_id)
             return conversation
 
-    def forget_learner(self, learner_key: str) -> int:
-        """Drop every conversation of one learner (erasure); return how many."""
+    async def forget_learner(self, learner_key: str) -> int:
+        """Drop every conversation of one learner (erasure), and the record of what they asked; return how many."""
         with self._lock:
             doomed = [cid for cid, c in self._items.items() if c.learner_key == learner_key]
             for cid in doomed:
                 self._bytes -= self._items.pop(cid).stored_bytes
+            for qid in [q for q, k in self._askers.items() if k == learner_key]:
+                del self._askers[qid]
         return len(doomed)
 
-    def append(self, conversation: Conversation, turn: Turn) -> None:
+    async def remember_asker(self, question_id: str, learner_key: str) -> None:
+        """Note who asked a question (the most recent 100,000 are kept)."""
+        with self._lock:
+            self._askers[question_id] = learner_key
+            if len(self._askers) > MAX_ASKERS:
+                self._askers.popitem(last=False)
+
+    async def asker(self, question_id: str) -> str | None:
+        """The pseudonym of who asked a recent question in this process, if known."""
+        return self._askers.get(question_id)
+
+    async def append(self, conversation: Conversation, turn: Turn) -> None:
         """Record a finished turn, dropping the conversation's oldest turns beyond its byte budget."""
         now = time.monotonic()
         size = turn_bytes(turn)
@@ -147,7 +201,7 @@ class ConversationStore:
             self._bytes -= self._items.pop(oldest.id).stored_bytes
 
 
-class RateLimiter:
+class MemoryRateLimiter:
     """At most `per_minute` questions per learner in any sliding 60-second window."""
 
     def __init__(self, per_minute: int) -> None:
@@ -155,7 +209,7 @@ class RateLimiter:
         self._seen: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
-    def check(self, key: str) -> None:
+    async def hit(self, key: str) -> None:
         """Count one question for `key`, or raise RateLimited with the seconds to wait."""
         now = time.monotonic()
         with self._lock:

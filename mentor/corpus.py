@@ -17,13 +17,11 @@ import yaml
 from langchain_text_splitters import MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
 
 from mentor.errors import CorpusError
+from mentor.text import FENCE, HEADING
 
-HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
 SECTION_ID = re.compile(r"^(?P<title>.*?)\s*\{#(?P<id>[a-z0-9][a-z0-9._-]*)\}$")
 MODULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-FENCE = re.compile(r"^(`{3,}|~{3,})")
 HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
-HEADER_LEVELS = [("#" * n, f"h{n}") for n in range(1, 7)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,24 +111,23 @@ def load_module(path: Path) -> Module:
 
 
 def chunk_module(module: Module, *, chunk_size: int = 900, chunk_overlap: int = 100) -> list[Chunk]:
-    """Cut a module into chunks: LangChain's header splitter per section, then size-bounded blocks.
+    """Cut a module into chunks: each section as `load_module` parsed it, then size-bounded blocks.
 
     Tables and fenced blocks (the worked examples) are never split; prose paragraphs longer than
     `chunk_size` are split by LangChain's recursive splitter with `chunk_overlap`.
     """
-    by_id = {s.id: s for s in module.sections}
-    header_splitter = MarkdownHeaderTextSplitter(HEADER_LEVELS, strip_headers=True, return_each_line=False)
+    # The sections are already parsed; LangChain's Markdown splitter, given no heading levels, only lays out
+    # each section's lines: stripped, paragraphs joined by Markdown line breaks ("  \n"). Chunk ids hash that
+    # text, so it stays exactly what splitting the whole body by headings gave.
+    layout = MarkdownHeaderTextSplitter([], strip_headers=True, return_each_line=False)
     prose_splitter = RecursiveCharacterTextSplitter(
         chunk_size=chunk_size, chunk_overlap=chunk_overlap, separators=["\n\n", "\n", ". ", " ", ""]
     )
     chunks: list[Chunk] = []
-    for doc in header_splitter.split_text(module.body):
-        deepest = max((key for key in doc.metadata), key=lambda k: int(k[1:]), default=None)
-        if deepest is None:
-            continue
-        section = by_id[SECTION_ID.match(doc.metadata[deepest]).group("id")]
-        for text in _pack(_blocks(doc.page_content), chunk_size, prose_splitter):
-            chunks.append(_make_chunk(module, section, len(chunks), text))
+    for section in module.sections:
+        for doc in layout.split_text(section.text):
+            for text in _pack(_blocks(doc.page_content), chunk_size, prose_splitter):
+                chunks.append(_make_chunk(module, section, len(chunks), text))
     return chunks
 
 
@@ -237,7 +234,11 @@ def _parse_sections(path: Path, body: str, first_line: int) -> list[Section]:
 
 
 def _blocks(text: str) -> list[tuple[str, bool]]:
-    """Split section text into (block, atomic) pairs: tables and fenced blocks are atomic."""
+    """Split section text into (block, atomic) pairs: tables and fenced blocks are atomic.
+
+    Not mentor.text.blocks: a chunk keeps the module's lines as written (its id hashes them), so this groups
+    whole lines into runs of prose, table or fence instead of reading them.
+    """
     blocks: list[tuple[str, bool]] = []
     current: list[str] = []
     kind: str | None = None  # None (prose), "fence", "table"

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from mentor.retrieve import tokenize
+from mentor.text import MARKER, blocks, cited, split_sentences, strip_inline, strip_markers, tokenize
+from mentor.tools.parsing import SCALE_SUFFIXES, SCALE_WORDS
 
 # Calibrated on tests/data/grounding_calibration.jsonl: 108 sentence/passage pairs from the "Training at scale"
 # module, 56 supported (7 verbatim, 49 paraphrased) and 52 not (44 other ML facts, each paired with the nearest
@@ -66,14 +67,15 @@ _NUMBER = re.compile(
     """,
     re.VERBOSE,
 )
-_CITATION = re.compile(r"\[(\d+(?:\s*[,;–-]\s*\d+)*)\]")
 _URL = re.compile(r"https?://\S+|www\.\S+")
 # Blanked before numbers are read: citation markers, ordered-list markers at a line start, URLs.
-_NOT_NUMBERS = re.compile(rf"{_CITATION.pattern}|(?m:^[ \t]*(?:>[ \t]*)*\d+[.)](?=\s))|{_URL.pattern}")
+_NOT_NUMBERS = re.compile(rf"{MARKER.pattern}|(?m:^[ \t]*(?:>[ \t]*)*\d+[.)](?=\s))|{_URL.pattern}")
 _DIGIT = re.compile(r"\d")
 _LABEL_BEFORE = re.compile(rf"\b(?:{'|'.join(sorted(LABELS))})\s*$", re.IGNORECASE)
-_WORD_SCALES = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12, "quadrillion": 15}
-_SUFFIX_SCALES = {"k": 3, "K": 3, "M": 6, "mn": 6, "B": 9, "b": 9, "bn": 9, "Bn": 9, "T": 12, "tn": 12}
+# Scale values come from the calculators' one table. An answer may say "quadrillion" (FLOPs), which no
+# calculator takes. Attached suffixes are read case-sensitively, as _NUMBER admits them: in prose "5m" is minutes.
+_WORD_SCALES = {**SCALE_WORDS, "quadrillion": 15}
+_SUFFIX_SCALES = {s: SCALE_SUFFIXES[s.lower()] for s in ("k", "K", "M", "mn", "B", "b", "bn", "Bn", "T", "tn")}
 _PREFIX_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5, "e": 6}
 _MAX_EXPONENT = 400  # "1e999999999" is not worth building an integer for
 _ZERO = Fraction(0)
@@ -293,36 +295,6 @@ def _traced(number: _Number, sources: Sequence[_Evidence]) -> bool:
 
 # ---- sentences ----------------------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
-_HEADING = re.compile(r"^\s{0,3}#{1,6}(?:\s+|$)")
-_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
-_QUOTE = re.compile(r"^\s*(?:>\s?)+")
-_RULE = re.compile(r"^\s*(?:(?:[-*_]\s*){3,}|=+)\s*$")
-_TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$")
-_SECTION_ID = re.compile(r"\s*\{#[^}]*\}\s*$")
-_BOUNDARY = re.compile(
-    r"""[.!?]+["'”’)*_`]*                                 # an end mark and what closes with it
-        (?P<cites>(?:\s*\[\d+(?:\s*[,;–-]\s*\d+)*\])*)   # markers that belong to the sentence: "shards it. [1]"
-        (?=\s+\S|\s*$)""",
-    re.VERBOSE,
-)
-_LAST_WORD = re.compile(r"((?:[A-Za-z]\.)+[A-Za-z]|[A-Za-z]+)\W*$")
-# Never a sentence end: "e.g. 7B", "et al. 2020", "vs. fp16". "etc." ends one only before a capital.
-_ABBREVIATIONS = frozenset({"e.g", "i.e", "al", "vs", "cf", "approx", "ca", "fig", "eq", "no", "resp"})
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_STRONG = re.compile(r"\*\*|__|~~")
-_EMPHASIS = re.compile(r"(?<!\S)[*_]+(?=\S)|(?<=\S)[*_]+(?!\S)|(?<=\w)\*(?=[^\w\s])|(?<=[^\w\s])\*(?=\w)")
-
-
-@dataclass(slots=True)
-class _Block:
-    """A paragraph, list item, table row, code line or heading, with the markers around it."""
-
-    kind: str
-    text: str
-    group: int  # consecutive items, rows or code lines share a group
-    lead_in: int | None = None  # the paragraph just before the group ("The module shows [2]:")
-
 
 @dataclass(frozen=True, slots=True)
 class _Sentence:
@@ -331,114 +303,16 @@ class _Sentence:
     citations: frozenset[int]
 
 
-def _markers(text: str) -> set[int]:
-    """Return the passage numbers cited in `text`: [1], [1, 3], [2-4]."""
-    found: set[int] = set()
-    if "[" not in text:
-        return found
-    for match in _CITATION.finditer(text):
-        for part in re.split(r"[,;]", match.group(1)):
-            low, _, high = "".join(part.split()).replace("–", "-").partition("-")
-            first = int(low)
-            last = int(high) if high else first
-            found.update(range(first, min(last, first + 50) + 1))
-    return found
-
-
-def _blocks(answer: str) -> list[_Block]:
-    """Cut Markdown into blocks; a plain line right after a paragraph or item continues it."""
-    blocks: list[_Block] = []
-    fence: str | None = None
-    group = 0
-    open_block = False  # may the next plain line continue the last block?
-
-    def add(kind: str, text: str) -> None:
-        nonlocal group, open_block
-        previous = blocks[-1] if blocks else None
-        grouped = kind in ("item", "table", "code")
-        lead_in = None
-        if grouped and previous is not None and previous.kind == kind:
-            lead_in = previous.lead_in
-        else:
-            group += 1
-            if grouped and previous is not None and previous.kind == "paragraph":
-                lead_in = len(blocks) - 1
-        blocks.append(_Block(kind, text, group, lead_in))
-        open_block = kind in ("paragraph", "item")
-
-    for raw in answer.splitlines():
-        if fence is not None:
-            if raw.strip().startswith(fence) and not raw.strip().strip(fence[0]):
-                fence = None
-            elif raw.strip():
-                add("code", raw.strip())
-            continue
-        opening = _FENCE.match(raw)
-        if opening:
-            fence = opening.group(1)
-            open_block = False
-            continue
-        line = _QUOTE.sub("", raw)
-        stripped = line.strip()
-        if not stripped:
-            open_block = False
-            continue
-        if _RULE.match(stripped) or (stripped.startswith("|") and _TABLE_SEPARATOR.match(stripped)):
-            open_block = False
-            continue
-        if _HEADING.match(line):
-            add("heading", _SECTION_ID.sub("", stripped.lstrip("#").strip().rstrip("#").strip()))
-        elif stripped.startswith("|"):
-            cells = [cell.strip() for cell in stripped.strip("|").split("|")]
-            add("table", " | ".join(cell for cell in cells if cell))
-        elif _ITEM.match(line):
-            add("item", _ITEM.sub("", line, count=1).strip())
-        elif open_block and blocks:
-            blocks[-1].text += " " + stripped
-        else:
-            add("paragraph", stripped)
-    return blocks
-
-
-def _unlink(match: re.Match[str]) -> str:
-    label = match.group(1)
-    return f"[{label}]" if label.isdigit() else label  # "[2](#source-2)" is still citation [2]
-
-
-def _clean(text: str) -> str:
-    """Strip Markdown emphasis, links and code spans from prose; keep citation markers."""
-    if "](" in text:
-        text = _LINK.sub(_unlink, text)
-    if "*" in text or "_" in text or "~" in text:
-        text = _EMPHASIS.sub("", _STRONG.sub("", text))
-    return " ".join(text.replace("`", "").split())
-
-
 def _split(text: str) -> list[tuple[str, set[int]]]:
-    """Split prose into sentences; markers right after an end mark stay with the sentence before."""
-    pieces: list[str] = []
-    start = 0
-    for match in _BOUNDARY.finditer(text):
-        before = _LAST_WORD.search(text, max(start, match.start() - 16), match.start())
-        word = before.group(1).lower() if before else ""
-        following = text[match.end() :].lstrip()[:1]
-        if match.group().startswith(".") and (
-            word in _ABBREVIATIONS or (word == "etc" and following and not following.isupper())
-        ):
-            continue
-        pieces.append(text[start : match.end()].strip())
-        start = match.end()
-    pieces.append(text[start:].strip())
+    """Split prose into sentences with their markers; a piece of bare markers closes the sentence before."""
     sentences: list[tuple[str, set[int]]] = []
-    for piece in pieces:
-        if not piece:
-            continue
-        if not _CITATION.sub("", piece).strip(" .!?") and sentences:
+    for piece in split_sentences(text):
+        if not strip_markers(piece).strip(" .!?") and sentences:
             # A line of bare markers closes the sentence before it.
-            sentences[-1][1].update(_markers(piece))
+            sentences[-1][1].update(cited(piece))
             sentences[-1] = (f"{sentences[-1][0]} {piece}", sentences[-1][1])
             continue
-        sentences.append((piece, _markers(piece)))
+        sentences.append((piece, cited(piece)))
     return sentences
 
 
@@ -449,21 +323,21 @@ def _sentences(answer: str) -> list[_Sentence]:
     still without any takes those of its list, table or code block, and then those of the paragraph that
     leads into it ("The module works it out [2]:"). A paragraph never borrows from another paragraph.
     """
-    blocks = _blocks(answer)
+    found = blocks(answer)
     group_markers: dict[int, set[int]] = {}
-    for block in blocks:
-        group_markers.setdefault(block.group, set()).update(_markers(block.text))
+    for block in found:
+        group_markers.setdefault(block.group, set()).update(cited(block.text))
     sentences: list[_Sentence] = []
-    for block in blocks:
+    for block in found:
         if block.kind in ("code", "table", "heading"):
-            parts = [(block.text if block.kind == "code" else _clean(block.text), _markers(block.text))]
+            parts = [(block.text if block.kind == "code" else strip_inline(block.text), cited(block.text))]
         else:
-            parts = _split(_clean(block.text))
-        inherited = _markers(block.text)
+            parts = _split(strip_inline(block.text))
+        inherited = cited(block.text)
         if not inherited and block.kind in ("item", "table", "code"):
             inherited = set(group_markers.get(block.group, ()))
             if not inherited and block.lead_in is not None:
-                inherited = _markers(blocks[block.lead_in].text)
+                inherited = cited(found[block.lead_in].text)
         for text, own in parts:
             sentences.append(_Sentence(text, block.kind, frozenset(own or inherited)))
     return sentences
@@ -471,7 +345,7 @@ def _sentences(answer: str) -> list[_Sentence]:
 
 def _normal(text: str) -> str:
     """Compare sentences ignoring markers, Markdown, case, spacing and closing punctuation."""
-    return " ".join(_clean(_CITATION.sub(" ", text)).casefold().split()).strip(" .!?:;")
+    return " ".join(strip_inline(strip_markers(text, " ")).casefold().split()).strip(" .!?:;")
 
 
 # ---- support ----------------------------------------------------------------------------------------------
@@ -488,7 +362,7 @@ _UNIT_TOKENS = frozenset(
 def _content_tokens(text: str) -> list[str]:
     """Stemmed content words in order: no stop words, numbers, one-letter tokens, units or markers."""
     if "[" in text or "://" in text or "www." in text:
-        text = _URL.sub(" ", _CITATION.sub(" ", text))
+        text = _URL.sub(" ", strip_markers(text, " "))
     return [t for t in tokenize(text) if len(t) > 1 and not t[0].isdigit() and t not in _UNIT_TOKENS]
 
 

@@ -17,7 +17,8 @@ from chromadb.api.models.Collection import Collection
 from sqlalchemy import Engine
 
 from mentor.chat import ChatService
-from mentor.conversations import ConversationStore, RateLimiter
+from mentor.chat_model import ChatModel, OpenAIChatModel
+from mentor.conversations import MemoryConversationStore, MemoryRateLimiter
 from mentor.corpus import Chunk, Module, chunk_corpus, load_corpus
 from mentor.db import make_engine, ping
 from mentor.embeddings import Embedder, SentenceTransformerEmbedder
@@ -32,12 +33,12 @@ from mentor.index import (
     index_status,
     is_unreachable,
 )
-from mentor.llm import ChatModel, OpenAIChatModel
 from mentor.privacy import load_or_create_secret
 from mentor.prompts import load_prompt
+from mentor.record import SignalSink
 from mentor.retrieve import Retriever
 from mentor.settings import Settings
-from mentor.signals.db import migrate
+from mentor.signals.schema import migrate
 from mentor.signals.writer import SignalWriter
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ class Runtime:
     modules: dict[str, Module]
     chunks: list[Chunk]
     retriever: Retriever
-    engine: Engine
+    database: Engine  # the signals database (SQLAlchemy's engine; "engine" names the answer engines)
     ingest_report: IngestReport
     chat: ChatService
     writer: SignalWriter
@@ -91,7 +92,7 @@ class Runtime:
         pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="readiness")
         probes = {
             "index": (pool.submit(index_status, self.collection), "answers use the vectors loaded at start"),
-            "database": (pool.submit(_database_status, self.engine), "signals are spooled until it is back"),
+            "database": (pool.submit(_database_status, self.database), "signals are spooled until it is back"),
         }
         # Do not wait for a probe stuck on a hung server: the report says so, and the clients' time-outs end it.
         pool.shutdown(wait=False)
@@ -150,9 +151,8 @@ def build_runtime(
         migrate(engine)
     except Exception as exc:  # the writer spools until the database is back, then migrates it
         log.warning("signals database not reachable at start (%s); signals will be spooled", type(exc).__name__)
-    chat = build_chat(settings, by_id, retriever, embedder, chat_model)
     writer = SignalWriter(engine, settings.data_dir / "signals.spool", embed=embedder.embed_query)
-    chat.on_result = writer.submit
+    chat = build_chat(settings, by_id, retriever, embedder, sink=writer, chat_model=chat_model)
     return Runtime(
         settings=settings,
         embedder=embedder,
@@ -160,7 +160,7 @@ def build_runtime(
         modules=by_id,
         chunks=chunks,
         retriever=retriever,
-        engine=engine,
+        database=engine,
         ingest_report=report,
         chat=chat,
         writer=writer,
@@ -191,9 +191,14 @@ def build_chat(
     modules: dict[str, Module],
     retriever: Retriever,
     embedder: Embedder,
+    *,
+    sink: SignalSink,
     chat_model: ChatModel | None = None,
 ) -> ChatService:
-    """The chat service: the LLM engine when one is configured (or given), the extractive engine always."""
+    """The chat service: the LLM engine when one is configured (or given), the extractive engine always.
+
+    Every answered question goes to `sink`: the signal writer, or `NO_SINK` where nothing is to be logged.
+    """
     if chat_model is None and settings.llm_enabled:
         chat_model = OpenAIChatModel(
             base_url=settings.llm_base_url,
@@ -219,10 +224,11 @@ def build_chat(
         retriever=retriever,
         extractive=ExtractiveEngine(embedder),
         llm=llm,
-        conversations=ConversationStore(
+        conversations=MemoryConversationStore(
             ttl_s=settings.conversation_ttl_s, max_conversations=settings.max_conversations
         ),
-        limiter=RateLimiter(settings.rate_limit_per_minute),
+        limiter=MemoryRateLimiter(settings.rate_limit_per_minute),
         pseudonym_key=key.encode("utf-8"),
         top_k=settings.top_k,
+        sink=sink,
     )

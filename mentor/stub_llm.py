@@ -29,6 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from mentor.text import ROUGH, split_sentences
+
 log = logging.getLogger(__name__)
 
 MODEL_ID = "stub"
@@ -41,7 +43,6 @@ START_TIMEOUT_S = 10.0
 MAX_RECORDED = 1000
 # Passage [1]'s first paragraph, after a "(section: ...)" header line when there is one.
 PASSAGE_ONE = re.compile(r"\[1\][^\S\n]*(?:\(section:[^\n]*\)[^\S\n]*\n)?([^\n]+(?:\n[^\n]+)*)")
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 QUOTE_WORDS = 20
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -260,7 +261,7 @@ def _quote_passage_one(messages: list[dict]) -> str:
     for message in reversed(messages):
         match = PASSAGE_ONE.search(_text(message.get("content")))
         if match and match.group(1).strip():
-            sentences = SENTENCE_END.split(" ".join(match.group(1).split()))
+            sentences = split_sentences(" ".join(match.group(1).split()), ROUGH)
             # A heading-like fragment ("The two walls.") is too short to count as support.
             sentence = next((s for s in sentences if len(s.split()) >= 6), sentences[0])
             return " ".join(sentence.split()[:QUOTE_WORDS]) + " [1]"

@@ -23,7 +23,7 @@ from sqlalchemy import create_engine, text
 from mentor.api import create_app
 from mentor.api import middleware as limits
 from mentor.db import make_engine
-from mentor.signals.db import migrate
+from mentor.signals.schema import migrate
 
 from .conftest import CORPUS, free_port
 from .proxy import Proxy
@@ -162,7 +162,7 @@ def test_impossible_ranges_are_422_before_any_byte(base_url, auth, route, params
 
 def analyst_app_on(runtime, url: str):
     engine = make_engine(url)
-    return create_app(runtime.settings, runtime=replace(runtime, engine=engine)), engine
+    return create_app(runtime.settings, runtime=replace(runtime, database=engine)), engine
 
 
 def assert_all_analyst_routes(url: str, auth: dict, *, database_up: bool) -> None:

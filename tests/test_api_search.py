@@ -22,7 +22,7 @@ def test_readiness_is_degraded_not_failed_when_the_database_cannot_be_used(tmp_p
     from mentor.api import create_app
     from mentor.db import make_engine
 
-    broken = replace(runtime, engine=make_engine("postgresql+psycopg://nobody@127.0.0.1:1/none"))
+    broken = replace(runtime, database=make_engine("postgresql+psycopg://nobody@127.0.0.1:1/none"))
     with TestClient(create_app(runtime.settings, runtime=broken)) as test_client:
         response = test_client.get("/readyz")
     # Questions are still answered (signals are spooled), so a load balancer must keep this replica.

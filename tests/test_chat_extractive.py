@@ -8,6 +8,8 @@ import shutil
 
 import pytest
 
+from mentor.record import NO_SINK
+
 from .chat_helpers import serve, stream_events
 from .conftest import CORPUS, MODULE_ID, ROOT, make_settings
 
@@ -68,6 +70,7 @@ def test_response_shape(answers) -> None:
         "module_version",
         "latency_ms",
         "fallback_reason",
+        "retrieval_query",  # the query the chat retrieved with, so eval suites measure retrieval on it
     }
     assert answer["engine"] == "extractive" and answer["fallback_reason"] is None
     for citation in answer["citations"]:
@@ -174,7 +177,9 @@ def test_rate_limit_answers_429_with_retry_after(tmp_path, runtime) -> None:
 
     settings = make_settings(tmp_path, rate_limit_per_minute=3)
     limited = replace(
-        runtime, settings=settings, chat=build_chat(settings, runtime.modules, runtime.retriever, runtime.embedder)
+        runtime,
+        settings=settings,
+        chat=build_chat(settings, runtime.modules, runtime.retriever, runtime.embedder, sink=NO_SINK),
     )
     with TestClient(create_app(settings, runtime=limited)) as test_client:
         codes = [

@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mentor.api import create_app
+from mentor.record import NO_SINK
 from mentor.runtime import build_chat
 from mentor.stub_llm import Reply, StubLLM
 from mentor.tools import REGISTRY
@@ -36,7 +37,7 @@ def llm(tmp_path, runtime):
         settings = make_settings(
             tmp_path, llm_base_url=stub.url, llm_model="stub-model", llm_timeout_s=1.0, rate_limit_per_minute=10_000
         )
-        chat = build_chat(settings, runtime.modules, runtime.retriever, runtime.embedder)
+        chat = build_chat(settings, runtime.modules, runtime.retriever, runtime.embedder, sink=NO_SINK)
         app = create_app(settings, runtime=replace(runtime, settings=settings, chat=chat))
         with TestClient(app) as client:
             yield stub, client, app
@@ -194,6 +195,7 @@ def test_poisoned_passage_text_is_neutralised_before_the_model_sees_it(llm, runt
         runtime.modules,
         runtime.retriever,
         runtime.embedder,
+        sink=NO_SINK,
     ).llm
     passage = Passage(
         "c",
@@ -220,15 +222,18 @@ def test_links_survive_only_when_the_module_has_them(llm, runtime, tmp_path) -> 
     module = runtime.modules[MODULE_ID]
     modules = {MODULE_ID: swap(module, body=module.body + "\nSee https://docs.example.org/zero for more.\n")}
     settings = make_settings(tmp_path, llm_base_url=stub.url, llm_model="stub-model", rate_limit_per_minute=10_000)
-    chat = build_chat(settings, modules, runtime.retriever, runtime.embedder)
+    chat = build_chat(settings, modules, runtime.retriever, runtime.embedder, sink=NO_SINK)
 
     def linking(request: dict) -> Reply:
         grounded = grounded_zero_answer(request).content
         return Reply(content=f"{grounded} See https://docs.example.org/zero and ![x](https://evil.example/p.png).")
 
     stub.set_script(linking)
-    from mentor.chat import ChatInput
+    from mentor.answer import ChatInput
+    from mentor.api.schemas import ChatResponse
 
-    answer = asyncio.run(chat.ask(ChatInput(message="what does ZeRO shard?", module_id=MODULE_ID))).response()
+    answer = ChatResponse.of(
+        asyncio.run(chat.ask(ChatInput(message="what does ZeRO shard?", module_id=MODULE_ID)))
+    ).public()
     assert answer["engine"] == "llm", answer
     assert "https://docs.example.org/zero" in answer["answer"] and "evil.example" not in answer["answer"]

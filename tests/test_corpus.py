@@ -135,6 +135,18 @@ def test_chunks_carry_metadata_and_keep_tables_and_code_whole() -> None:
     assert all(len(c.text) <= 200 for c in prose)
 
 
+def test_chunks_follow_the_sections_the_loader_parsed(tmp_path: Path) -> None:
+    # Module headings start at the line's start, so "  ## Indented" is text of section a. Chunking used to read
+    # the headings again (LangChain strips lines first) and failed on the unknown id "b".
+    text = HEAD + "# A {#a}\nIntro.\n  ## Indented {#b}\nMore.\n\n```text\n# a comment\n```\n## C {#c}\n\nz\n"
+    module = load_module(write(tmp_path, text))
+    assert [s.id for s in module.sections] == ["a", "c"]
+    assert [(c.section_id, c.text) for c in chunk_module(module)] == [
+        ("a", "Intro.\n## Indented {#b}\nMore.\n\n```text\n# a comment\n```"),
+        ("c", "z"),
+    ]
+
+
 def test_chunk_ids_are_stable_content_hashes(tmp_path: Path) -> None:
     module = load_module(write(tmp_path, GOOD))
     first = chunk_module(module)

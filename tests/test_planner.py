@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from mentor.engines import planner
 from mentor.engines.planner import MAX_HISTORY_CHARS, plan_tools
+from mentor.tools import REGISTRY, wording
+from mentor.tools.registry import PLANNING_ORDER
 
 # Runs of one unit repeated to the chat's message limit: the shapes that made number patterns backtrack.
 UNITS = ("1", "1 ", "1.", "1,", "1-", "1k", "1%", " ", "\n", "a1")
-PATTERNS = {name: value for name, value in vars(planner).items() if isinstance(value, re.Pattern)}
+# Every pattern the planner runs: its own, the shared wording, and each recogniser's module.
+PLANNING_MODULES = (planner, wording, *{sys.modules[c.recognise.__module__] for c in REGISTRY.values() if c.recognise})
+PATTERNS = {
+    f"{module.__name__.rsplit('.', 1)[-1]}.{name}": value
+    for module in PLANNING_MODULES
+    for name, value in vars(module).items()
+    if isinstance(value, re.Pattern) and (module is wording or value not in vars(wording).values())
+}
+PLANNED_CALLS = Path(__file__).parent / "data" / "planned_calls.jsonl"
 
 
 def elapsed_s(call, *args) -> float:
@@ -100,3 +113,47 @@ def test_the_bounded_patterns_still_read_the_learners_wording(question: str, nam
     (call,) = plan_tools(question)
     assert call.name == name
     assert expected.items() <= call.arguments.items()
+
+
+def test_every_calculator_is_asked_once_in_planning_order() -> None:
+    """The planner loops over the registry's recognisers: each calculator has one, asked exactly once."""
+    assert sorted(c.name for c in PLANNING_ORDER) == sorted(REGISTRY)
+    assert all(c.recognise is not None for c in PLANNING_ORDER)
+    assert [c.name for c in PLANNING_ORDER][:3] == ["loss_scaling", "number_format", "pipeline_bubble"]
+
+
+def test_the_first_recogniser_wins() -> None:
+    """A gradient in fp16 is loss scaling, though "fp16 ... max" alone would be a number-format question."""
+    (call,) = plan_tools("gradient of 1e-8 in fp16: what is the max loss scale 2^16 keeps?")
+    assert call.name == "loss_scaling"
+    assert call.arguments == {"gradient": "1e-8", "scale": 65536, "format": "fp16"}
+
+
+def test_a_kv_cache_question_without_shapes_stops_the_plan() -> None:
+    """ "KV cache" claims the question even without its shapes: training memory must not answer for a 70B model."""
+    assert plan_tools("how much memory is the kv cache of a 70B model?") == []
+    assert plan_tools("how much memory does a 70B model need?")[0].name == "training_memory"
+
+
+def test_a_follow_up_reuses_the_previous_question_with_its_new_number() -> None:
+    """ "And on 256 GPUs instead?" is planned as the previous question with 256 GPUs read first."""
+    (call,) = plan_tools("and on 256 GPUs instead?", ("how long to train a 13B model on 64 GPUs?",))
+    assert call.name == "training_time"
+    assert call.arguments["num_gpus"] == 256
+    assert call.arguments["params"] == "13B"
+    assert plan_tools("and why?", ("how long to train a 13B model on 64 GPUs?",)) == []
+
+
+def _planned_calls() -> list[dict]:
+    return [json.loads(line) for line in PLANNED_CALLS.read_text().splitlines() if line.strip()]
+
+
+def test_plans_of_the_chat_and_eval_questions_are_unchanged() -> None:
+    """Every chat test question and golden turn (and the recognisers' sample wording) plans as it did before
+    the planner became a loop over recognisers: tests/data/planned_calls.jsonl was written by the if-chain."""
+    rows = _planned_calls()
+    assert len(rows) > 250 and sum(1 for row in rows if row["plan"]) > 150
+    for row in rows:
+        plan = plan_tools(row["question"], tuple(row["history"]))
+        got = [{"name": c.name, "arguments": c.arguments, "assumed": list(c.assumed)} for c in plan]
+        assert got == row["plan"], row["question"]

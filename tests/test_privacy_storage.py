@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 
 from mentor.api import create_app
 from mentor.db import make_engine
-from mentor.signals.db import migrate
 from mentor.signals.queries import purge_older_than
+from mentor.signals.schema import migrate
 from mentor.signals.writer import SignalWriter
 
 from .test_signals import TOKEN, ask, signals_runtime
@@ -116,7 +116,7 @@ def test_no_personal_detail_reaches_the_spool(tmp_path, runtime) -> None:
     rt.writer.stop()
     spool = tmp_path / "outage.spool"
     down = SignalWriter(make_engine(UNREACHABLE), spool, embed=runtime.embedder.embed_query, retry_s=0.05).start()
-    rt.chat.on_result = down.submit
+    rt.chat.sink = down
     rt = replace(rt, writer=down)
     marker = f"marker-{uuid.uuid4().hex[:8]}"
     with TestClient(create_app(rt.settings, runtime=rt)) as client:
@@ -143,7 +143,7 @@ def test_deleted_text_is_left_in_no_database_file(tmp_path, runtime, removal) ->
             ask(rt, "why bf16?", learner="stayer")
             assert client.delete("/v1/learners/leaver", headers=AUTH).status_code == 204
     else:
-        assert purge_older_than(rt.engine, timedelta(days=1), now=datetime.now(UTC) + timedelta(days=2)) == 1
+        assert purge_older_than(rt.database, timedelta(days=1), now=datetime.now(UTC) + timedelta(days=2)) == 1
     for path in sqlite_files(database):
         assert not path.exists() or marker.encode() not in path.read_bytes(), path.name
     assert not Path(f"{database}-wal").exists() or Path(f"{database}-wal").stat().st_size == 0
@@ -168,7 +168,7 @@ def test_data_files_are_created_owner_only(tmp_path, runtime) -> None:
     # the spool while the database is unreachable, and the file of records it refused
     spool = tmp_path / "outage.spool"
     down = SignalWriter(make_engine(UNREACHABLE), spool, retry_s=0.05).start()
-    rt.chat.on_result = down.submit
+    rt.chat.sink = down
     ask(rt, "why bf16?", learner="m")
     deadline = time.monotonic() + 10
     while down.spooled < 1 and time.monotonic() < deadline:

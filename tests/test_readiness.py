@@ -120,13 +120,13 @@ def test_readyz_stays_200_naming_the_database_while_it_is_down(tmp_path, pg_sche
             assert answers(http)
             proxy.up()
             assert runtime.writer.flush(30)  # the question asked during the outage reaches the database
-            with Session(runtime.engine) as session:
+            with Session(runtime.database) as session:
                 assert len(session.exec(select(QuestionRow.id)).scalars().all()) == 1
             assert http.get("/readyz").json()["status"] == "ready"
     finally:
         runtime.writer.stop()
         proxy.down()
-        runtime.engine.dispose()
+        runtime.database.dispose()
 
 
 def test_readyz_answers_within_its_budget_when_chroma_hangs(tmp_path, chroma_proxy, embedder) -> None:

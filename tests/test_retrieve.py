@@ -8,7 +8,7 @@ import pytest
 
 from mentor.calibrate import calibrate_scope, load_labelled
 from mentor.errors import InvalidInput, NotFound
-from mentor.retrieve import near, tokenize
+from mentor.retrieve import near
 from mentor.settings import Settings
 
 from .conftest import MODULE_ID, ROOT
@@ -52,10 +52,6 @@ def test_typos_are_mapped_onto_module_words(runtime) -> None:
     assert terms == ["optim", "parallel"] and coverage == 1.0
     assert near("paralel", "parallel") and near("optimzer", "optimizer") and near("fp61", "fp16")
     assert not near("lora", "zero") and not near("cat", "catalog")
-
-
-def test_tokenize_keeps_numbers_and_drops_stopwords() -> None:
-    assert tokenize("What is the int4 size of a 70B model?") == ["int4", "size", "70b", "model"]
 
 
 def test_scope_signal_separates_on_and_off_topic(runtime) -> None:

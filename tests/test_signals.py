@@ -19,12 +19,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, inspect, select, text
 from sqlmodel import Session, SQLModel
 
+from mentor.answer import ChatInput
 from mentor.api import create_app
-from mentor.chat import ChatInput
+from mentor.api.schemas import ChatResponse
 from mentor.db import make_engine
 from mentor.runtime import build_chat
-from mentor.signals.db import migrate
 from mentor.signals.queries import purge_older_than
+from mentor.signals.schema import migrate
 from mentor.signals.tables import FeedbackRow, LearnerRow, PassageRow, QuestionRow, ToolCallRow
 from mentor.signals.writer import SignalWriter
 
@@ -57,14 +58,13 @@ def signals_runtime(runtime, tmp_path, url, **settings):
     engine = make_engine(url)
     migrate(engine)
     writer = SignalWriter(engine, tmp_path / "signals.spool", embed=runtime.embedder.embed_query, retry_s=0.1)
-    chat = build_chat(config, runtime.modules, runtime.retriever, runtime.embedder)
-    chat.on_result = writer.submit
-    return replace(runtime, settings=config, engine=engine, chat=chat, writer=writer.start(), analyst_token=TOKEN)
+    chat = build_chat(config, runtime.modules, runtime.retriever, runtime.embedder, sink=writer)
+    return replace(runtime, settings=config, database=engine, chat=chat, writer=writer.start(), analyst_token=TOKEN)
 
 
 def ask(rt, message: str, learner: str | None = None, conversation: str | None = None) -> dict:
     request = ChatInput(message=message, module_id=MODULE_ID, learner_id=learner, conversation_id=conversation)
-    return asyncio.run(rt.chat.ask(request)).response()
+    return ChatResponse.of(asyncio.run(rt.chat.ask(request))).public()
 
 
 def count(engine, table) -> int:
@@ -102,7 +102,7 @@ def test_questions_become_redacted_pseudonymous_rows(db_url, tmp_path, runtime) 
     )
     ask(rt, "how do I bake bread?", learner="host-user-77")
     assert rt.writer.flush()
-    with Session(rt.engine) as session:
+    with Session(rt.database) as session:
         rows = session.exec(select(QuestionRow).order_by(QuestionRow.created_at)).scalars().all()
         learners = session.exec(select(LearnerRow)).scalars().all()
         tools = session.exec(select(ToolCallRow)).scalars().all()
@@ -142,7 +142,7 @@ def test_200_concurrent_questions_give_200_rows(db_url, tmp_path, runtime) -> No
 
     assert asyncio.run(run()) == [200] * 200
     assert rt.writer.flush(30)
-    assert count(rt.engine, QuestionRow) == 200 and count(rt.engine, LearnerRow) == 40
+    assert count(rt.database, QuestionRow) == 200 and count(rt.database, LearnerRow) == 40
     rt.writer.stop()
 
 
@@ -171,7 +171,7 @@ def test_database_outage_loses_nothing_and_writes_nothing_twice(tmp_path, runtim
         assert rt.writer.spooled >= 30 and rt.writer.flush(0.5) is False, spooled_after_s
         proxy.up()
         assert rt.writer.flush(30)
-        with Session(rt.engine) as session:
+        with Session(rt.database) as session:
             ids = list(session.exec(select(QuestionRow.id)).scalars())
         expected = {a["question_id"] for a in before + during}
         assert len(ids) == len(set(ids)) == 35 and set(ids) == expected
@@ -188,7 +188,7 @@ def test_spool_written_with_a_wrong_port_is_replayed_once_by_the_next_start(tmp_
     rt = signals_runtime(runtime, tmp_path, f"sqlite:///{tmp_path / 'unused.db'}")
     rt.writer.stop()
     down = SignalWriter(make_engine(wrong), tmp_path / "outage.spool", retry_s=0.05).start()
-    rt.chat.on_result = down.submit
+    rt.chat.sink = down
     asked = [ask(rt, "what is pipeline parallelism?", learner="w") for _ in range(12)]
     time.sleep(0.5)
     down.stop()
@@ -330,7 +330,7 @@ def test_feedback_only_from_the_learner_who_asked(analyst) -> None:
     assert client.post(f"/v1/questions/{'0' * 32}/feedback", json={"rating": "up"}).status_code == 404
     assert client.post("/v1/questions/nope/feedback", json={"rating": "up"}).status_code == 422
     assert rt.writer.flush()
-    with Session(rt.engine) as session:
+    with Session(rt.database) as session:
         (row,) = session.exec(select(FeedbackRow)).scalars().all()
     assert row.rating == "up" and "me@x.io" not in row.comment and row.redactions == ["email"]
 
@@ -343,7 +343,7 @@ def test_erasure_removes_one_learner_and_only_them(analyst) -> None:
     assert rt.writer.flush()
     assert client.delete("/v1/learners/leaver", headers=AUTH).status_code == 204
     key = rt.chat.learner_key("leaver")
-    with Session(rt.engine) as session:
+    with Session(rt.database) as session:
         for table in (QuestionRow, FeedbackRow, LearnerRow):
             column = table.id if table is LearnerRow else table.learner_id
             assert session.exec(select(table).where(column == key)).scalars().all() == []
@@ -360,7 +360,7 @@ def test_purge_enforces_retention(db_url, tmp_path, runtime) -> None:
     ask(rt, "what is ZeRO?", learner="old")
     assert rt.writer.flush()
     now = datetime.now(UTC)
-    assert purge_older_than(rt.engine, timedelta(days=180), now=now) == 0
-    assert purge_older_than(rt.engine, timedelta(days=180), now=now + timedelta(days=181)) == 1
-    assert count(rt.engine, QuestionRow) == 0 and count(rt.engine, PassageRow) == 0
+    assert purge_older_than(rt.database, timedelta(days=180), now=now) == 0
+    assert purge_older_than(rt.database, timedelta(days=180), now=now + timedelta(days=181)) == 1
+    assert count(rt.database, QuestionRow) == 0 and count(rt.database, PassageRow) == 0
     rt.writer.stop()

@@ -15,8 +15,8 @@ from sqlmodel import Session
 
 from mentor.db import make_engine
 from mentor.runtime import build_chat
-from mentor.signals.db import migrate
 from mentor.signals.records import storable
+from mentor.signals.schema import migrate
 from mentor.signals.tables import QuestionRow
 from mentor.signals.writer import SignalWriter, write_records
 
@@ -33,9 +33,8 @@ def quiet_runtime(runtime, tmp_path, url, spool: str = "signals.spool"):
     config = make_settings(tmp_path, database_url=url, rate_limit_per_minute=10_000)
     engine = make_engine(url)
     writer = SignalWriter(engine, tmp_path / spool, embed=runtime.embedder.embed_query, retry_s=0.1)
-    chat = build_chat(config, runtime.modules, runtime.retriever, runtime.embedder)
-    chat.on_result = writer.submit
-    return replace(runtime, settings=config, engine=engine, chat=chat, writer=writer)
+    chat = build_chat(config, runtime.modules, runtime.retriever, runtime.embedder, sink=writer)
+    return replace(runtime, settings=config, database=engine, chat=chat, writer=writer)
 
 
 def stored(engine) -> dict[str, str]:
@@ -65,12 +64,12 @@ def spool_of(runtime, tmp_path, questions: list[str]) -> tuple[list[dict], list[
 
 def test_a_nul_byte_in_a_burst_of_eight_costs_no_record(db_url, tmp_path, runtime) -> None:  # noqa: F811
     rt = quiet_runtime(runtime, tmp_path, db_url)
-    migrate(rt.engine)
+    migrate(rt.database)
     questions = [*GOOD[:3], POISON, *GOOD[3:], "what is FSDP?"]
     asked = [ask(rt, q, learner=f"b{i}")["question_id"] for i, q in enumerate(questions)]
     rt.writer.start()  # all eight are queued: one batch, one transaction
     assert rt.writer.flush(20)
-    rows = stored(rt.engine)
+    rows = stored(rt.database)
     assert set(rows) == set(asked) and len(rows) == 8  # 0 lost
     assert rows[asked[3]] == "why does fp16\ufffd need loss scaling?"  # the same on SQLite and PostgreSQL
     assert rt.writer.rejected == 0 and rejected_lines(rt.writer) == []
@@ -88,7 +87,7 @@ def test_ten_good_records_and_a_poison_one_survive_an_outage(tmp_path, runtime) 
     try:
         url = f"postgresql+psycopg://postgres@127.0.0.1:{proxy.port}/test?options=-csearch_path%3D{schema}"
         rt = quiet_runtime(runtime, tmp_path, url)
-        migrate(rt.engine)
+        migrate(rt.database)
         rt.writer.start()
         proxy.down()
         questions = [*GOOD, POISON, *GOOD[:4]]
@@ -99,7 +98,7 @@ def test_ten_good_records_and_a_poison_one_survive_an_outage(tmp_path, runtime) 
         assert rt.writer.spooled >= 11 and rt.writer.flush(0.3) is False
         proxy.up()
         assert rt.writer.flush(30)
-        rows = stored(rt.engine)
+        rows = stored(rt.database)
         lost = set(asked) - set(rows)
         assert lost == set() and len(rows) == 11, f"{len(lost)} records lost"
         assert "\x00" not in rows[asked[6]] and rt.writer.rejected == 0 and rejected_lines(rt.writer) == []

@@ -132,6 +132,20 @@ def test_parse_count_examples(text, expected):
     assert type(parse_count(text)) is int
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("3 thousand", 3 * 10**3), ("2 mn", 2 * 10**6), ("4bn", 4 * 10**9), ("1 tn", 10**12), ("5 millions", 5 * 10**6)],
+)
+def test_every_scale_in_the_one_table_parses(text, expected):
+    """The scale table in parsing.py is the only one: the planner's wording and the grounding check read it too."""
+    assert parse_count(text) == expected
+
+
+def test_an_unknown_scale_is_refused_with_the_ones_allowed():
+    with pytest.raises(InvalidInput, match="unknown suffix .* use k, M, B, T"):
+        parse_count("2 quadrillion", name="params")
+
+
 def test_parse_is_exact_not_via_float():
     # 0.1 + 0.2 style drift would make these unequal if the text went through a binary float.
     assert parse_number("0.1") + parse_number("0.2") == Fraction(3, 10)

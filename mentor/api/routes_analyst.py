@@ -102,7 +102,9 @@ async def questions(
 ) -> dict[str, Any]:
     """Logged questions, newest first, with their passages, tool calls and feedback; cursor-paginated."""
     with database_errors():
-        items, next_cursor = await asyncio.to_thread(list_questions, runtime.engine, where, limit=limit, cursor=cursor)
+        items, next_cursor = await asyncio.to_thread(
+            list_questions, runtime.database, where, limit=limit, cursor=cursor
+        )
     return {"items": items, "next_cursor": next_cursor}
 
 
@@ -112,7 +114,7 @@ async def summary(runtime: RuntimeDep, where: FiltersDep, bucket: Literal["day",
     with database_errors():
         return await asyncio.to_thread(
             summarize,
-            runtime.engine,
+            runtime.database,
             where,
             bucket=bucket,
             min_cohort=runtime.settings.min_cohort,
@@ -134,7 +136,7 @@ def export(
     format: Literal["csv", "jsonl", "xapi"] = "jsonl",  # noqa: A002
 ) -> StreamingResponse:
     """The filtered questions as CSV, JSON lines or xAPI 1.0.3 statements, streamed."""
-    rows = iter_questions(runtime.engine, where)
+    rows = iter_questions(runtime.database, where)
     with database_errors():
         # The first batch is read before the status is sent: an outage is a 503, not a 200 cut short.
         first = next(rows, None)
@@ -155,7 +157,7 @@ async def erase(learner_id: str, runtime: RuntimeDep) -> Response:
         raise InvalidInput("learner_id: 1-200 characters")
     await asyncio.to_thread(runtime.writer.flush, 5.0)  # what is in flight is erased too
     key = runtime.chat.learner_key(learner_id)
-    runtime.chat.conversations.forget_learner(key)
+    await runtime.chat.conversations.forget_learner(key)
     with database_errors():
-        await asyncio.to_thread(erase_learner, runtime.engine, key)
+        await asyncio.to_thread(erase_learner, runtime.database, key)
     return Response(status_code=204)

@@ -14,11 +14,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from mentor.answer import ToolCall
+from mentor.answer import ChatInput, ToolCall
 from mentor.api.deps import RuntimeDep
 from mentor.api.schemas import ChatRequest, ChatResponse, ErrorResponse, FeedbackRequest
-from mentor.chat import ChatInput, ChatResult
 from mentor.errors import InvalidInput, MentorError, NotFound, NotReady
+from mentor.record import AnsweredQuestion
 from mentor.signals.queries import question_owner
 from mentor.signals.records import Feedback
 
@@ -64,9 +64,9 @@ def to_input(body: ChatRequest, request: Request) -> ChatInput:
 @router.post("/chat", response_model=ChatResponse, responses=ERRORS)
 async def chat(body: ChatRequest, request: Request, runtime: RuntimeDep) -> JSONResponse:
     """Answer a learner's question from the module, with citations, calculator results and a grounding verdict."""
-    result = await runtime.chat.ask(to_input(body, request))
-    # The shape is ChatResponse by construction; returning a response skips validating it a second time.
-    return JSONResponse(result.response())
+    answered = await runtime.chat.ask(to_input(body, request))
+    # Built and validated once by ChatResponse.of; returning a response skips validating it a second time.
+    return JSONResponse(ChatResponse.of(answered).public())
 
 
 @router.post(
@@ -82,7 +82,7 @@ async def chat(body: ChatRequest, request: Request, runtime: RuntimeDep) -> JSON
 )
 async def chat_stream(body: ChatRequest, request: Request, runtime: RuntimeDep) -> StreamingResponse:
     """The same answer as server-sent events: meta, delta..., tool_call..., then done (or error)."""
-    prepared = runtime.chat.prepare(to_input(body, request))  # 4xx before the stream starts
+    prepared = await runtime.chat.prepare(to_input(body, request))  # 4xx before the stream starts
 
     async def stream() -> AsyncIterator[str]:
         try:
@@ -104,8 +104,8 @@ async def chat_stream(body: ChatRequest, request: Request, runtime: RuntimeDep) 
 
 def sse(kind: str, payload: Any) -> str:
     """One server-sent event."""
-    if isinstance(payload, ChatResult):
-        data = payload.response()
+    if isinstance(payload, AnsweredQuestion):
+        data = ChatResponse.of(payload).public()
     elif isinstance(payload, ToolCall):
         data = payload.public()
     elif isinstance(payload, str):
@@ -129,10 +129,10 @@ async def feedback(
     if not re.fullmatch(QUESTION_ID["pattern"], question_id):
         raise InvalidInput("question_id: must be the 32-character id an answer returned")
     learner = runtime.chat.learner_key(body.learner_id)
-    asker = runtime.chat.asker(question_id)
+    asker = await runtime.chat.asker(question_id)
     if asker is None:
         try:
-            asker = await asyncio.to_thread(question_owner, runtime.engine, question_id)
+            asker = await asyncio.to_thread(question_owner, runtime.database, question_id)
         except Exception as exc:
             raise NotReady("feedback cannot be checked right now; please try again") from exc
     if asker is None or not hmac.compare_digest(asker, learner):

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from mentor.api.deps import RuntimeDep
 from mentor.api.schemas import ErrorResponse, ModuleInfo, PassageOut, SearchResponse, SectionInfo
+from mentor.text import MAX_MESSAGE_CHARS
 
 router = APIRouter(prefix="/v1", tags=["learner"])
 
@@ -38,7 +39,7 @@ def list_modules(runtime: RuntimeDep) -> list[ModuleInfo]:
 )
 def search(
     runtime: RuntimeDep,
-    q: Annotated[str, Query(description="The learner's question or keywords (1-4000 characters).")],
+    q: Annotated[str, Query(description=f"The learner's question or keywords (1-{MAX_MESSAGE_CHARS} characters).")],
     module_id: Annotated[str | None, Query(description="Module to search; optional with a single module.")] = None,
     k: Annotated[int | None, Query(description="Passages to return (1-50); default MENTOR_TOP_K.")] = None,
 ) -> SearchResponse:

@@ -6,6 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from mentor.record import AnsweredQuestion
+from mentor.text import MAX_MESSAGE_CHARS
+
 
 class ErrorResponse(BaseModel):
     """Every 4xx/5xx body: a machine code and a plain message."""
@@ -56,7 +59,9 @@ class ChatRequest(BaseModel):
     model_config = {"extra": "forbid"}
 
     module_id: str | None = Field(None, max_length=200, description="Module being read; optional with one module.")
-    message: str = Field(min_length=1, max_length=4000, description="The question, 1-4000 characters.")
+    message: str = Field(
+        min_length=1, max_length=MAX_MESSAGE_CHARS, description=f"The question, 1-{MAX_MESSAGE_CHARS} characters."
+    )
     conversation_id: str | None = Field(None, max_length=64, description="Continue this conversation.")
     learner_id: str | None = Field(
         None,
@@ -89,6 +94,8 @@ class GroundingOut(BaseModel):
 
 
 class ChatResponse(BaseModel):
+    """The answer to one question: the one shape of /v1/chat, the stream's `done` event and `mentor ask --json`."""
+
     question_id: str
     conversation_id: str
     answer: str = Field(description="Markdown with [n] citation markers.")
@@ -102,6 +109,56 @@ class ChatResponse(BaseModel):
     module_version: str
     latency_ms: float
     fallback_reason: str | None = None
+    retrieval_query: str = Field(
+        "",
+        description="The question as retrieval saw it: instructions and personal details dropped, a follow-up "
+        "joined to the question it follows. Eval suites measure retrieval on it.",
+    )
+
+    @classmethod
+    def of(cls, answered: AnsweredQuestion) -> ChatResponse:
+        """The public view of an answered question."""
+        answer = answered.answer
+        hint = answered.style == "hint"
+        return cls(
+            question_id=answered.question_id,
+            conversation_id=answered.conversation_id,
+            answer=answer.text,
+            citations=[
+                CitationOut(
+                    n=c.n, chunk_id=c.chunk_id, section_id=c.section_id, section_title=c.section_title, quote=c.quote
+                )
+                for c in answer.citations
+            ],
+            # A hint names the calculator but withholds its result (the log keeps the whole run).
+            tool_calls=[
+                ToolCallOut(
+                    name=c.name,
+                    arguments=c.arguments,
+                    result=None if hint else c.result,
+                    explanation="" if hint else c.explanation,
+                )
+                for c in answer.tool_calls
+                if c.error is None
+            ],
+            out_of_scope=answer.out_of_scope,
+            grounding=GroundingOut(
+                grounded=answered.grounding.grounded,
+                unsupported_sentences=list(answered.grounding.unsupported_sentences),
+                untraced_numbers=list(answered.grounding.untraced_numbers),
+            ),
+            engine=answer.engine,
+            model=answer.model,
+            prompt_version=answer.prompt_version,
+            module_version=answered.module_version,
+            latency_ms=round(answered.latency_ms, 2),
+            fallback_reason=answer.fallback_reason,
+            retrieval_query=answered.retrieval_query,
+        )
+
+    def public(self) -> dict[str, Any]:
+        """As JSON-ready data."""
+        return self.model_dump(mode="json")
 
 
 class ToolInfo(BaseModel):

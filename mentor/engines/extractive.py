@@ -7,110 +7,23 @@ reference and one-liner sections), and the chosen ones are kept in reading order
 
 from __future__ import annotations
 
-import re
 import threading
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from mentor.answer import Answer, Citation, Question, ToolCall
 from mentor.embeddings import Embedder
 from mentor.engines.planner import PlannedCall
-from mentor.errors import MentorError
-from mentor.retrieve import Passage, tokenize
+from mentor.engines.tool_calls import run_tool_call
+from mentor.framing import HINT_CALC, HINT_CHECK, HINT_QUESTION
+from mentor.retrieve import Passage
 from mentor.safety import looks_like_injection, sanitize_markdown
-from mentor.tools import run_tool
+from mentor.text import Unit, split_units, tokenize
+from mentor.tools.registry import title_of
 
 ENGINE = "extractive"
-# A sentence ends at . ! or ? before a space, except after the abbreviations the modules use.
-SENTENCE_END = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<!al\.)(?<!vs\.)(?<=[.!?])\s+(?=[\w(\"'`*~])")
 MAX_UNITS = {"explain": 3, "brief": 1, "hint": 1}
-TOOL_TITLES = {
-    "training_memory": "Training memory",
-    "zero_memory": "ZeRO memory per GPU",
-    "chinchilla_optimal": "Chinchilla-optimal tokens and compute",
-    "scaling_law_loss": "Scaling-law loss",
-    "training_time": "Training time",
-    "quantized_size": "Quantized model size",
-    "pipeline_bubble": "Pipeline bubble",
-    "activation_memory": "Activation memory",
-    "kv_cache": "KV cache",
-    "number_format": "Number format",
-    "loss_scaling": "Loss scaling",
-    "parallel_layout": "Parallel layout",
-}
-HINT_QUESTION = "Hint: which idea from the module applies here, and what does it trade away?"
-HINT_CALC = "Hint: which formula from the module fits, and which numbers from your question go into it?"
-HINT_CHECK = "Work it out, then ask me again without the hint to check your result."
-
-
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """A quotable piece of a passage: a sentence, a list item, a table row or a line of a worked example."""
-
-    text: str
-    index: int
-
-
-def split_units(text: str) -> list[Unit]:
-    """Cut chunk text into quotable units, rendering table rows as plain sentences."""
-    units: list[str] = []
-    header: list[str] | None = None
-    in_code = False
-    paragraph: list[str] = []
-
-    def flush() -> None:
-        if paragraph:
-            units.extend(s.strip() for s in SENTENCE_END.split(" ".join(paragraph)) if s.strip())
-            paragraph.clear()
-
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("```"):
-            flush()
-            in_code = not in_code
-            continue
-        if in_code:
-            if line:  # formulas stay code; the example's "-> conclusion" lines read as prose
-                line = line.removeprefix("-> ").strip()
-                units.append(f"`{line}`" if "=" in line else line)
-            continue
-        if line.startswith("|"):
-            flush()
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            if all(set(c) <= set("-: ") for c in cells):
-                continue
-            if header is None:
-                header = cells
-            else:
-                units.append(_table_row(header, cells))
-            continue
-        header = None
-        if not line:
-            flush()
-        elif line.startswith(("- ", "* ")):
-            flush()  # a list item is its own paragraph; its wrapped lines follow below
-            paragraph.append(line[2:])
-        else:
-            paragraph.append(line)
-    flush()
-    merged: list[str] = []
-    for unit in units:
-        if merged and merged[-1].endswith(":"):
-            merged[-1] = f"{merged[-1]} {unit}"  # "For a 7B model, that alone is:" belongs with its formula
-        elif merged and len(unit.split()) < 6 and not unit.startswith("`"):
-            merged[-1] = f"{merged[-1]} {unit}"  # "FSDP is the same idea." means nothing on its own
-        else:
-            merged.append(unit)
-    return [Unit(u, i) for i, u in enumerate(merged)]
-
-
-def _table_row(header: list[str], cells: list[str]) -> str:
-    first, rest = cells[0], list(zip(header[1:], cells[1:], strict=False))
-    details = "; ".join(f"{name.lower()}: {value}" for name, value in rest)
-    return f"{first} — {details}."
 
 
 class ExtractiveEngine:
@@ -127,7 +40,7 @@ class ExtractiveEngine:
         """Answer `question` from its passages, running the planned calculators."""
         tool_calls = [run_planned(call) for call in plan]
         # For a calculation, quote what the module says about that calculation, not whatever shares its numbers.
-        topics = " ".join(dict.fromkeys(TOOL_TITLES.get(call.name, call.name) for call in plan))
+        topics = " ".join(dict.fromkeys(title_of(call.name) for call in plan))
         chosen = self._choose(question, f"{retrieval_query} {topics}".strip(), calculation=bool(plan))
         # [n] is the passage's retrieval rank, the same numbering the LLM engine sees.
         citations: dict[int, Citation] = {}
@@ -211,19 +124,7 @@ def jaccard(a: set[str], b: set[str]) -> float:
 
 def run_planned(call: PlannedCall) -> ToolCall:
     """Run one planned calculator; a calculator's refusal becomes a ToolCall with `error`."""
-    started = time.perf_counter()
-    try:
-        result = run_tool(call.name, call.arguments)
-    except MentorError as exc:
-        return ToolCall(call.name, dict(call.arguments), None, "", exc.message, _ms(started))
-    explanation = result.explanation
-    if call.assumed:
-        explanation = f"{explanation} (Assumed: {'; '.join(call.assumed)}.)"
-    return ToolCall(result.name, result.arguments, result.result, explanation, None, _ms(started))
-
-
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)
+    return run_tool_call(call.name, call.arguments, assumed=call.assumed)
 
 
 def compose(style: str, quoted: Sequence[str], tool_calls: Sequence[ToolCall]) -> str:
@@ -237,7 +138,7 @@ def compose(style: str, quoted: Sequence[str], tool_calls: Sequence[ToolCall]) -
         if tool_calls:
             parts.append(HINT_CHECK)
         return "\n\n".join(parts)
-    calculations = [f"**{TOOL_TITLES.get(c.name, c.name)}:** {c.explanation}" for c in ok]
+    calculations = [f"**{title_of(c.name)}:** {c.explanation}" for c in ok]
     problems = [f"I could not compute `{c.name}`: {c.error}" for c in failed]
     if style == "brief":
         body = calculations[:1] or list(quoted[:1])

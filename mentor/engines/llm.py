@@ -8,21 +8,20 @@ tools raise `UpstreamError`, and the chat falls back to the extractive engine.
 from __future__ import annotations
 
 import json
-import re
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from mentor.answer import Answer, Question, ToolCall
-from mentor.errors import MentorError, UpstreamError
-from mentor.llm import ChatModel, Completion, TextDelta
+from mentor.chat_model import ChatModel, Completion, TextDelta
+from mentor.citations import with_citations
+from mentor.engines.tool_calls import run_tool_call
+from mentor.errors import UpstreamError
 from mentor.prompts import Prompt
 from mentor.safety import INJECTION, sanitize_markdown
-from mentor.tools import REGISTRY, run_tool, tool_schemas
+from mentor.tools import REGISTRY, tool_schemas
 
 ENGINE = "llm"
 OUT_OF_SCOPE = "OUT_OF_SCOPE"
-MARKER = re.compile(r"\[(\d{1,2})\]")
 
 
 class LLMEngine:
@@ -120,17 +119,20 @@ class LLMEngine:
             raise UpstreamError("tool_loop", f"the model kept calling tools after {self._max_tool_rounds} rounds")
         text = sanitize_markdown(completion.content.strip(), allowed_urls=question.allowed_urls)
         out_of_scope = text.strip().strip(".").upper() == OUT_OF_SCOPE
-        yield Answer(
-            text=text,
-            citations=[],
-            tool_calls=tool_calls,
-            out_of_scope=out_of_scope,
-            engine=ENGINE,
-            model=self._model.name,
-            prompt_version=self._prompt.version,
-            passages=list(question.passages),
-            prompt_tokens=prompt_tokens or None,
-            completion_tokens=completion_tokens or None,
+        # Like the extractive engine's, the answer carries its citations: the [n] markers read against the passages.
+        yield with_citations(
+            Answer(
+                text=text,
+                citations=[],
+                tool_calls=tool_calls,
+                out_of_scope=out_of_scope,
+                engine=ENGINE,
+                model=self._model.name,
+                prompt_version=self._prompt.version,
+                passages=list(question.passages),
+                prompt_tokens=prompt_tokens or None,
+                completion_tokens=completion_tokens or None,
+            )
         )
 
 
@@ -144,12 +146,6 @@ def execute(name: str, arguments: str) -> tuple[ToolCall, str]:
         raise UpstreamError("malformed_tool_call", f"the model sent arguments that are not JSON for {name}") from exc
     if not isinstance(parsed, dict):
         raise UpstreamError("malformed_tool_call", f"the model sent arguments that are not an object for {name}")
-    started = time.perf_counter()
-    try:
-        result = run_tool(name, parsed)
-    except MentorError as exc:
-        elapsed = (time.perf_counter() - started) * 1000
-        return ToolCall(name, parsed, None, "", exc.message, elapsed), json.dumps({"error": exc.message})
-    elapsed = (time.perf_counter() - started) * 1000
-    call = ToolCall(name, result.arguments, result.result, result.explanation, None, elapsed)
-    return call, json.dumps(result.to_dict())
+    call = run_tool_call(name, parsed)
+    # The model reads a refusal as {"error": ...} so it can correct its arguments, else the calculator's result.
+    return call, json.dumps({"error": call.error} if call.error is not None else call.public())

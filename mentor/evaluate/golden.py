@@ -17,6 +17,7 @@ from typing import Any
 from mentor.answer import STYLES
 from mentor.corpus import load_corpus
 from mentor.errors import CorpusError, InvalidInput, MentorError
+from mentor.text import MAX_MESSAGE_CHARS
 from mentor.tools import REGISTRY, run_tool
 
 CATEGORIES = (
@@ -42,7 +43,7 @@ EXPECT_KEYS = frozenset(
 )
 CASE_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
 SECTION_ID = re.compile(r"^[A-Za-z0-9][\w.-]*$")
-MAX_TURN_CHARS = 4000  # the chat's own limit
+MAX_TURN_CHARS = MAX_MESSAGE_CHARS  # the chat's own limit
 
 
 @dataclass(frozen=True, slots=True)

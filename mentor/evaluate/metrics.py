@@ -14,11 +14,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from mentor.chat import FIXED_SENTENCES, REDIRECT_OPENINGS
 from mentor.errors import MentorError
 from mentor.evaluate.golden import ATTACK_CATEGORIES, CATEGORIES, Case
+from mentor.framing import FIXED_SENTENCES, REDIRECT_OPENINGS
 from mentor.grounding import SUPPORT_THRESHOLD, support_score
-from mentor.retrieve import tokenize
+from mentor.text import CLAIMS, ITEM, has_marker, split_sentences, strip_markers, tokenize
 from mentor.tools import run_tool
 
 if TYPE_CHECKING:
@@ -63,11 +63,6 @@ PASS_CHECKS = (
     "pii_clean",
     "grounded",
 )
-CITATION = re.compile(r"\[(\d+)\]")
-BOUNDARY = re.compile(
-    r"(?<!\be\.g)(?<!\bi\.e)(?<!\bal)(?<!\bvs)[.!?]+[\"')*_`]*(?:\s*\[\d+(?:\s*,\s*\d+)*\])*(?=\s+\S|\s*$)"
-)
-LIST_MARKER = re.compile(r"^(?:[-*+•]|\d+[.)])\s+")
 LABEL = re.compile(r"^\*\*[^*\n]{1,60}:\*\*\s*")  # "**ZeRO memory per GPU:** ..." labels a tool statement
 FRAMING = frozenset(" ".join(s.lower().split()) for s in (*FIXED_SENTENCES, *REDIRECT_OPENINGS))
 MIN_CLAIM_TOKENS = 3
@@ -77,24 +72,23 @@ MIN_CLAIM_TOKENS = 3
 
 
 def answer_sentences(text: str) -> list[str]:
-    """Cut a Markdown answer into sentences; list items and table rows are sentences of their own."""
+    """Cut a Markdown answer into sentences; list items and table rows are sentences of their own.
+
+    Line by line, as every report so far has counted (a wrapped line is a sentence of its own); the grounding
+    check reads whole paragraphs instead (mentor.text.blocks).
+    """
     sentences: list[str] = []
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith(("```", "#")) or set(line) <= set("|-: "):
             continue
-        line = LIST_MARKER.sub("", line)
-        start = 0
-        for match in BOUNDARY.finditer(line):
-            sentences.append(line[start : match.end()].strip())
-            start = match.end()
-        if line[start:].strip():
-            sentences.append(line[start:].strip())
-    return [s for s in sentences if s]
+        sentences.extend(split_sentences(ITEM.sub("", line), CLAIMS))
+    return sentences
 
 
 def _bare(sentence: str) -> str:
-    return " ".join(CITATION.sub("", sentence).split())
+    # Only "[n]" counts as a marker here: both engines write one number per marker.
+    return " ".join(strip_markers(sentence, lists=False).split())
 
 
 def is_tool_statement(sentence: str, explanations: Sequence[str]) -> bool:
@@ -281,7 +275,7 @@ def _citation_counts(result: CaseResult, sections: set[str]) -> dict[str, int]:
         "citations_total": len(result.citations),
         "citations_precise": precise,
         "claim_sentences": len(claims),
-        "cited_claim_sentences": sum(bool(CITATION.search(s)) for s in claims),
+        "cited_claim_sentences": sum(has_marker(s, lists=False) for s in claims),
     }
 
 

@@ -10,16 +10,18 @@ from collections import OrderedDict
 from itertools import islice
 from typing import Any
 
-from mentor.chat import ChatInput
+from mentor.answer import ChatInput
+from mentor.api.schemas import ChatResponse
+from mentor.record import NO_SINK
 from mentor.runtime import Runtime, build_chat
 from mentor.signals.queries import Filters, iter_questions
 
 
 async def replay(runtime: Runtime, filters: Filters, *, limit: int = 500) -> dict[str, Any]:
     """Re-ask up to `limit` logged questions (conversations in their order) and diff the outcomes."""
-    rows = list(islice(iter_questions(runtime.engine, filters), limit))
+    rows = list(islice(iter_questions(runtime.database, filters), limit))
     # A chat service that logs nothing: replays are not learning signals.
-    chat = build_chat(runtime.settings, runtime.modules, runtime.retriever, runtime.embedder)
+    chat = build_chat(runtime.settings, runtime.modules, runtime.retriever, runtime.embedder, sink=NO_SINK)
     conversations: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
     for row in rows:
         conversations.setdefault(row["conversation_id"], []).append(row)
@@ -31,7 +33,7 @@ async def replay(runtime: Runtime, filters: Filters, *, limit: int = 500) -> dic
             if row["module_id"] not in chat.modules:
                 totals["skipped"] += 1
                 continue
-            result = await chat.ask(
+            answered = await chat.ask(
                 ChatInput(
                     message=row["text"],
                     module_id=row["module_id"],
@@ -41,9 +43,10 @@ async def replay(runtime: Runtime, filters: Filters, *, limit: int = 500) -> dic
                     client="replay",
                 )
             )
-            conversation_id = result.conversation_id
+            conversation_id = answered.conversation_id
+            response = ChatResponse.of(answered).public()
             totals["questions"] += 1
-            what = diff(row, result.response())
+            what = diff(row, response)
             for kind in what:
                 totals[kind] += 1
             if what:
@@ -52,7 +55,7 @@ async def replay(runtime: Runtime, filters: Filters, *, limit: int = 500) -> dic
                     {
                         "question_id": row["question_id"],
                         "question": row["text"],
-                        "what": [describe(kind, row, result.response()) for kind in what],
+                        "what": [describe(kind, row, response) for kind in what],
                     }
                 )
     return {"totals": totals, "changes": changes}

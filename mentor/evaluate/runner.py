@@ -1,8 +1,9 @@
 """Run golden cases through the HTTP API, exactly as a learner app and an analyst would call it.
 
 Every case is its own conversation with its own learner id. The last turn is the evaluated one; for it the
-runner also asks `/v1/search` with the question as the chat resolved it (follow-ups joined to the earlier turn,
-instructions dropped), so retrieval is measured on the same query the answer was built from. After all cases,
+runner also asks `/v1/search` with the query the chat itself reports having retrieved with (`retrieval_query`:
+follow-ups joined to the earlier turn, instructions and personal details dropped), so retrieval is measured on
+the same query the answer was built from. After all cases,
 the analyst API is read back to check that no personal detail reached the stored rows.
 """
 
@@ -18,8 +19,6 @@ from typing import Any
 
 import httpx
 
-from mentor.answer import Turn
-from mentor.chat import clean_question, retrieval_query
 from mentor.evaluate.golden import Case
 from mentor.evaluate.metrics import judge
 
@@ -194,20 +193,13 @@ async def _run_case(case: Case, *, client: httpx.AsyncClient, learner_id: str) -
     result.module_version = data.get("module_version")
     result.fallback_reason = data.get("fallback_reason")
     result.server_latency_ms = data.get("latency_ms")
+    # A deployment older than the field gets the question as asked.
+    result.search_query = data.get("retrieval_query") or case.turns[-1].strip()
     await _search(result, client=client)
     return result
 
 
-def resolved_question(turns: Sequence[str], answers: Sequence[str] = ()) -> str:
-    """The evaluated question as the chat retrieves for it: instructions dropped, a follow-up joined to its turn."""
-    last = turns[-1].strip()
-    history = tuple(Turn(q, a) for q, a in zip(turns[:-1], answers, strict=False))
-    return retrieval_query(clean_question(last) or last, history)
-
-
 async def _search(result: CaseResult, *, client: httpx.AsyncClient) -> None:
-    answers = [turn["answer"] for turn in result.transcript[:-1]]
-    result.search_query = resolved_question(result.case.turns, answers)
     params = {"module_id": result.case.module_id, "q": result.search_query, "k": SEARCH_K}
     try:
         response = await client.get("/v1/search", params=params)

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from mentor.answer import ToolCall
-from mentor.chat import ChatResult
 from mentor.privacy import NUMERIC_KINDS, Scrubber
+from mentor.record import AnsweredQuestion
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,7 @@ class Feedback:
     created: float
 
 
-def question_record(result: ChatResult, *, embed: Callable[[str], np.ndarray] | None = None) -> dict[str, Any]:
+def question_record(result: AnsweredQuestion, *, embed: Callable[[str], np.ndarray] | None = None) -> dict[str, Any]:
     """The question's signal: redacted text and answer, passages, tool calls, verdicts and timings."""
     scrub = Scrubber()
     text = storable(scrub.text(result.question))  # first: what it finds is then removed from every later field
@@ -46,8 +46,8 @@ def question_record(result: ChatResult, *, embed: Callable[[str], np.ndarray] | 
     cited = {c.chunk_id for c in answer.citations}
     sections = list(dict.fromkeys(c.section_id for c in answer.citations))
     primary = sections[0] if sections else None
-    if primary is None and not answer.out_of_scope and result.retrieval.passages:
-        primary = result.retrieval.passages[0].section_id
+    if primary is None and not answer.out_of_scope and result.passages:
+        primary = result.passages[0].section_id
     vector = embed(text) if embed is not None else None
     return storable(
         {
@@ -55,8 +55,8 @@ def question_record(result: ChatResult, *, embed: Callable[[str], np.ndarray] | 
             "question_id": result.question_id,
             "conversation_id": result.conversation_id,
             "learner_id": result.learner_key,
-            "module_id": result.module.id,
-            "module_version": result.module.version,
+            "module_id": result.module_id,
+            "module_version": result.module_version,
             "primary_section_id": primary,
             "section_ids": sections,
             "text": text,
@@ -70,7 +70,7 @@ def question_record(result: ChatResult, *, embed: Callable[[str], np.ndarray] | 
             "unsupported_sentences": unsupported,
             "untraced_numbers": untraced,
             "answer": answer_text,
-            "relevance": float(result.retrieval.relevance),
+            "relevance": float(result.relevance),
             "latency_ms": round(result.latency_ms, 3),
             "prompt_tokens": answer.prompt_tokens,
             "completion_tokens": answer.completion_tokens,
@@ -86,7 +86,7 @@ def question_record(result: ChatResult, *, embed: Callable[[str], np.ndarray] | 
                     "dense_similarity": p.dense_similarity,
                     "cited": p.chunk_id in cited,
                 }
-                for p in result.retrieval.passages
+                for p in result.passages
             ],
             "tool_calls": tool_calls,
         }

@@ -31,10 +31,10 @@ from sqlalchemy import Connection, Engine, bindparam, insert, select, update
 from sqlalchemy.exc import DataError, DBAPIError, DisconnectionError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from mentor.chat import ChatResult
 from mentor.privacy import create_private
-from mentor.signals.db import migrate
+from mentor.record import AnsweredQuestion
 from mentor.signals.records import Feedback, feedback_record, question_record
+from mentor.signals.schema import migrate
 from mentor.signals.tables import (
     ConversationRow,
     FeedbackRow,
@@ -114,7 +114,7 @@ class SignalWriter:
         self._embed = embed
         self._spool = Spool(spool_path)
         self._rejected = spool_path.with_suffix(".rejected")
-        self._queue: queue.Queue[ChatResult | Feedback] = queue.Queue()
+        self._queue: queue.Queue[AnsweredQuestion | Feedback] = queue.Queue()
         self._batch_size = batch_size
         self._retry_s = retry_s
         self._stop = threading.Event()
@@ -130,7 +130,7 @@ class SignalWriter:
             self._thread.start()
         return self
 
-    def submit(self, item: ChatResult | Feedback) -> None:
+    def submit(self, item: AnsweredQuestion | Feedback) -> None:
         """Queue a signal; returns at once."""
         self._queue.put_nowait(item)
 
@@ -185,8 +185,8 @@ class SignalWriter:
                 for _ in items:
                     self._queue.task_done()
 
-    def _take(self) -> list[ChatResult | Feedback]:
-        items: list[ChatResult | Feedback] = []
+    def _take(self) -> list[AnsweredQuestion | Feedback]:
+        items: list[AnsweredQuestion | Feedback] = []
         try:
             items.append(self._queue.get(timeout=0.2))
         except queue.Empty:
@@ -201,7 +201,7 @@ class SignalWriter:
                 break
         return items
 
-    def _record(self, item: ChatResult | Feedback) -> dict[str, Any] | None:
+    def _record(self, item: AnsweredQuestion | Feedback) -> dict[str, Any] | None:
         try:
             if isinstance(item, Feedback):
                 return feedback_record(item)

@@ -8,13 +8,28 @@ attention over values, which selective recomputation recomputes instead of stori
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
+from typing import Any
 
 from pydantic import Field, model_validator
 
 from mentor.tools import units
+from mentor.tools.calculator import Calculator
 from mentor.tools.parsing import Count, ToolArgs, choice_type
 from mentor.tools.result import ToolResult, normalised_arguments, to_number
+from mentor.tools.wording import (
+    BATCH,
+    HEADS,
+    LAYERS,
+    MICRO_BATCH,
+    TP,
+    PlanContext,
+    PlannedCall,
+    Recognised,
+    first,
+    seq_len,
+)
 
 
 class ActivationMemoryArgs(ToolArgs):
@@ -107,3 +122,40 @@ def activation_memory(args: ActivationMemoryArgs) -> ToolResult:
         },
         explanation=units.tidy(explanation),
     )
+
+
+# ---- how learners ask --------------------------------------------------------------------------------------
+
+ACTIVATION_WORDS = re.compile(r"\bactivations?\b", re.I)
+HIDDEN = re.compile(r"\bhidden(?:[\s-]*(?:size|dim))?\s*(?:of|=|:)?\s*(\d+)|\bh\s*=\s*(\d+)", re.I)
+SEQUENCE_PARALLEL = re.compile(r"sequence[\s-]*parallel", re.I)
+RECOMPUTE = re.compile(r"\b(selective|full)\s+(?:activation\s+)?recomput", re.I)
+
+
+def recognise_activation_memory(text: str, context: PlanContext) -> Recognised:
+    """Activations with sequence length, hidden size and heads: "activations for 8k context, hidden 8192, 64 heads"."""
+    if not ACTIVATION_WORDS.search(text):
+        return None
+    seq, hidden, heads = seq_len(text), first(HIDDEN, text), first(HEADS, text)
+    if not (seq and hidden and heads):
+        return None
+    arguments: dict[str, Any] = {
+        "seq_len": seq,
+        "micro_batch": int(first(MICRO_BATCH, text) or first(BATCH, text) or 1),
+        "hidden": int(hidden),
+        "heads": int(heads),
+    }
+    if layers := first(LAYERS, text):
+        arguments["layers"] = int(layers)
+    if tp := first(TP, text):
+        arguments["tensor_parallel"] = int(tp)
+    if SEQUENCE_PARALLEL.search(text):
+        arguments["sequence_parallel"] = True
+    if recompute := RECOMPUTE.search(text):
+        arguments["recompute"] = recompute.group(1).lower()
+    return PlannedCall("activation_memory", arguments)
+
+
+ACTIVATION_MEMORY = Calculator.from_function(
+    activation_memory, title="Activation memory", recognise=recognise_activation_memory
+)

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
+from typing import Any
 
 from pydantic import Field
 
 from mentor.tools import units
+from mentor.tools.calculator import Calculator
 from mentor.tools.parsing import Count, PositiveNumber, ToolArgs, choice_type, enum_count_type, number_type
 from mentor.tools.result import ToolResult, normalised_arguments, to_number
+from mentor.tools.wording import (
+    BATCH,
+    GPUS,
+    HEADS,
+    LAYERS,
+    MEMORY_WORDS,
+    PlanContext,
+    PlannedCall,
+    Recognised,
+    find_params,
+    first,
+    seq_len,
+)
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 # Mixed-precision training keeps an fp32 copy of the weights for the update (Micikevicius et al. 2018).
@@ -173,3 +189,75 @@ def kv_cache(args: KvCacheArgs) -> ToolResult:
         },
         explanation=units.tidy(explanation),
     )
+
+
+# ---- how learners ask --------------------------------------------------------------------------------------
+
+ZERO_WORDS = re.compile(r"\bzero\b|\bzero-?\d|\bfsdp\b", re.I)
+ZERO_STAGE = re.compile(r"\bzero[\s-]*(?:stage[\s-]*)?([0-3])\b|\bstage[\s-]*([0-3])\b", re.I)
+DP = re.compile(r"\bdp\s*=?\s*(\d+)", re.I)
+KV_WORDS = re.compile(r"\bkv[\s-]*cache\b", re.I)
+KV_HEADS = re.compile(r"(?<![\w.])(\d+)\s*kv[\s-]*heads\b|\bkv[\s-]*heads\s*(?:=|:)?\s*(\d+)", re.I)
+HEAD_DIM = re.compile(r"head[\s_-]*(?:dim(?:ension)?|size)\s*(?:of|=|:)?\s*(\d+)", re.I)
+ONE_BYTE = re.compile(r"\b(fp8|int8|8[\s-]*bit)\b", re.I)
+FP32 = re.compile(r"\bfp32\b", re.I)
+OPTIMIZER = re.compile(r"\b(adamw|adam|sgd(?:\s*(?:with|\+)\s*momentum)?|momentum)\b", re.I)
+PURE_FP32 = re.compile(r"\b(pure|full)\s*fp32\b|\bfp32 (?:training|weights)\b|\bwithout mixed precision\b", re.I)
+
+
+def normalise_optimizer(name: str) -> str:
+    """Map the learner's optimizer words onto the calculator's names."""
+    key = name.lower()
+    if "momentum" in key:
+        return "sgd_momentum"
+    return {"adamw": "adamw", "adam": "adam", "sgd": "sgd"}.get(key.split()[0], "adam")
+
+
+def recognise_zero_memory(text: str, context: PlanContext) -> Recognised:
+    """ZeRO or FSDP over a number of GPUs: "ZeRO-3 on 64 GPUs for 13B"; every stage when none is named."""
+    dp = first(GPUS, text) or first(DP, text)
+    if not (ZERO_WORDS.search(text) and dp):
+        return None
+    params, assumed = context.params_or_assume(text)
+    stage = first(ZERO_STAGE, text)
+    stages = [int(stage)] if stage else [0, 1, 2, 3]
+    return [PlannedCall("zero_memory", {"params": params, "dp_degree": int(dp), "stage": s}, assumed) for s in stages]
+
+
+def recognise_kv_cache(text: str, context: PlanContext) -> Recognised:
+    """A "KV cache" with layers, KV heads, head dim and sequence length; without them the question is claimed."""
+    if not KV_WORDS.search(text):
+        return None
+    layers, head_dim, seq = first(LAYERS, text), first(HEAD_DIM, text), seq_len(text)
+    kv_heads = first(KV_HEADS, text) or first(HEADS, text)
+    if not (layers and head_dim and seq and kv_heads):
+        return []  # a KV-cache question without its shapes: the LLM engine or the calc API can take it
+    arguments = {"layers": int(layers), "kv_heads": int(kv_heads), "head_dim": int(head_dim), "seq_len": seq}
+    if batch := first(BATCH, text):
+        arguments["batch"] = int(batch)
+    if ONE_BYTE.search(text):
+        arguments["bytes_per_element"] = 1
+    elif FP32.search(text):
+        arguments["bytes_per_element"] = 4
+    return PlannedCall("kv_cache", arguments)
+
+
+def recognise_training_memory(text: str, context: PlanContext) -> Recognised:
+    """A model size with memory words: "how much memory does a 13B model need with Adam?"."""
+    params = find_params(text)
+    if not (params and MEMORY_WORDS.search(text)):
+        return None
+    arguments: dict[str, Any] = {"params": params}
+    if optimizer := first(OPTIMIZER, text):
+        arguments["optimizer"] = normalise_optimizer(optimizer)
+    if PURE_FP32.search(text):
+        arguments["weight_dtype"] = "fp32"
+        arguments["mixed_precision"] = False
+    return PlannedCall("training_memory", arguments)
+
+
+TRAINING_MEMORY = Calculator.from_function(
+    training_memory, title="Training memory", recognise=recognise_training_memory
+)
+ZERO_MEMORY = Calculator.from_function(zero_memory, title="ZeRO memory per GPU", recognise=recognise_zero_memory)
+KV_CACHE = Calculator.from_function(kv_cache, title="KV cache", recognise=recognise_kv_cache)

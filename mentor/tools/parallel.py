@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
+from typing import Any
 
 from pydantic import Field, model_validator
 
 from mentor.tools import units
+from mentor.tools.calculator import Calculator
 from mentor.tools.parsing import Count, ToolArgs
 from mentor.tools.result import ToolResult, normalised_arguments, to_number
+from mentor.tools.wording import GPUS, MICRO_BATCH, TP, PlanContext, PlannedCall, Recognised, first
 
 
 class PipelineBubbleArgs(ToolArgs):
@@ -78,3 +82,56 @@ def parallel_layout(args: ParallelLayoutArgs) -> ToolResult:
         result={"data_parallel": data_parallel, "global_batch": to_number(global_batch, name="global_batch")},
         explanation=units.tidy(explanation),
     )
+
+
+# ---- how learners ask --------------------------------------------------------------------------------------
+
+PIPE_STAGES = re.compile(
+    r"(?<![\w.])(\d+)[\s-]*(?:pipeline[\s-]*)?(?:stages?|pp\b)|\bpp\s*=?\s*(\d+)|\bp\s*=\s*(\d+)", re.I
+)
+MICROBATCHES = re.compile(r"(?<![\w.])(\d+)\s*micro[\s-]*batch(?:es)?\b|\bm\s*=\s*(\d+)", re.I)
+INTERLEAVE = re.compile(r"(?:interleav\w*|virtual\s*stages?|chunks?)\s*(?:of|=|:)?\s*(\d+)|\bv\s*=\s*(\d+)", re.I)
+PP = re.compile(
+    r"\b(?:pp|pipeline[\s-]*parallel(?:ism)?)\s*(?:=|of|degree|size)?\s*(\d+)|(?<!\d)(\d+)[\s-]*way\s*pipeline", re.I
+)
+GRAD_ACCUM = re.compile(
+    r"grad(?:ient)?[\s-]*accum\w*(?:[\s-]*steps?)?\s*(?:of|=|:)?\s*(\d+)|(?<!\d)(\d+)\s*accumulation", re.I
+)
+# "data parallel degree", "dp size", "global batch", "how many replicas": what a layout question asks for.
+LAYOUT_WORDS = re.compile(r"data[\s-]*parallel|\bdp\b|replica|global batch", re.I)
+
+
+def recognise_pipeline_bubble(text: str, context: PlanContext) -> Recognised:
+    """Stages and microbatches: "4 stages, 8 micro-batches", "pp=4 m=16 v=2"."""
+    stages, micro = first(PIPE_STAGES, text), first(MICROBATCHES, text)
+    if not (stages and micro):
+        return None
+    arguments = {"stages": int(stages), "microbatches": int(micro)}
+    if interleave := first(INTERLEAVE, text):
+        arguments["interleave"] = int(interleave)
+    return PlannedCall("pipeline_bubble", arguments)
+
+
+def recognise_parallel_layout(text: str, context: PlanContext) -> Recognised:
+    """GPUs, a tensor/pipeline degree or micro-batch, and the data-parallel side asked for."""
+    gpus, tp, pp, micro_batch = first(GPUS, text), first(TP, text), first(PP, text), first(MICRO_BATCH, text)
+    if not (gpus and (tp or pp or micro_batch) and LAYOUT_WORDS.search(text)):
+        return None
+    arguments: dict[str, Any] = {"num_gpus": int(gpus)}
+    if tp:
+        arguments["tensor_parallel"] = int(tp)
+    if pp:
+        arguments["pipeline_parallel"] = int(pp)
+    if micro_batch:
+        arguments["micro_batch"] = int(micro_batch)
+    if accum := first(GRAD_ACCUM, text):
+        arguments["grad_accum"] = int(accum)
+    return PlannedCall("parallel_layout", arguments)
+
+
+PIPELINE_BUBBLE = Calculator.from_function(
+    pipeline_bubble, title="Pipeline bubble", recognise=recognise_pipeline_bubble
+)
+PARALLEL_LAYOUT = Calculator.from_function(
+    parallel_layout, title="Parallel layout", recognise=recognise_parallel_layout
+)

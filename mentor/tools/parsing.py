@@ -17,20 +17,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainValidator, Wit
 
 from mentor.errors import InvalidInput
 
-# Words and suffixes for powers of ten; counts in this module are counts of things, so "m" is million.
-MULTIPLIERS: dict[str, int] = {
-    "k": 10**3,
-    "thousand": 10**3,
-    "m": 10**6,
-    "mn": 10**6,
-    "million": 10**6,
-    "b": 10**9,
-    "bn": 10**9,
-    "billion": 10**9,
-    "t": 10**12,
-    "tn": 10**12,
-    "trillion": 10**12,
-}
+# The one table of scale words and suffixes ("13 billion", "7B", "1.4T"), as powers of ten, lowercase. The
+# planner's wording and the grounding check read their values here. Counts are counts of things, so "m" is million.
+SCALE_WORDS: dict[str, int] = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+SCALE_SUFFIXES: dict[str, int] = {"k": 3, "m": 6, "mn": 6, "b": 9, "bn": 9, "t": 12, "tn": 12}
+MULTIPLIERS: dict[str, int] = {name: 10**power for name, power in {**SCALE_WORDS, **SCALE_SUFFIXES}.items()}
 
 NUMBER = re.compile(
     r"""^(?P<sign>[+-])?

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
+from typing import Any
 
 from pydantic import Field
 
 from mentor.tools import units
+from mentor.tools.calculator import Calculator
 from mentor.tools.formats import FORMATS, round_to_format
 from mentor.tools.parsing import PositiveNumber, ToolArgs, choice_type, number_type
 from mentor.tools.result import ToolResult, normalised_arguments, to_number
+from mentor.tools.wording import PlanContext, PlannedCall, Recognised, eval_power, find_params, first
 
 FormatName = choice_type(*FORMATS)
 
@@ -111,3 +115,47 @@ def loss_scaling(args: LossScalingArgs) -> ToolResult:
         },
         explanation=units.tidy(explanation),
     )
+
+
+# ---- how learners ask --------------------------------------------------------------------------------------
+
+FORMAT = re.compile(r"\b(fp32|fp16|bf16|fp8[\s_-]*e4m3|fp8[\s_-]*e5m2|e4m3|e5m2)\b", re.I)
+FORMAT_WORDS = re.compile(
+    r"\b(max(?:imum)?|largest|smallest|min(?:imum)?|range|epsilon|exponent|mantissa|"
+    r"limits?|representable|subnormal)\b",
+    re.I,
+)
+GRADIENT = re.compile(r"gradients?\s*(?:of|=|value|is|at|around|~)?\s*(\d+(?:\.\d+)?e-\d+|0\.0\d+)", re.I)
+LOSS_SCALE = re.compile(r"(?:loss\s*)?scal(?:e|ing)(?:\s*factor)?\s*(?:of|=|s\s*=)?\s*(2\s*\^\s*\d+|\d{2,})", re.I)
+SCALING_WORDS = re.compile(r"scal|underflow|fp16", re.I)
+
+
+def normalise_format(name: str) -> str:
+    """Map "e4m3", "FP8-E4M3" and friends onto the calculator's format names."""
+    key = re.sub(r"[\s_-]+", "", name.lower())
+    return {"e4m3": "fp8_e4m3", "fp8e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2", "fp8e5m2": "fp8_e5m2"}.get(key, key)
+
+
+def recognise_loss_scaling(text: str, context: PlanContext) -> Recognised:
+    """A small gradient with a format or scaling words: "gradient of 1e-8 in fp16 with loss scale 2^16"."""
+    gradient = first(GRADIENT, text)
+    if not (gradient and (FORMAT.search(text) or SCALING_WORDS.search(text))):
+        return None
+    arguments: dict[str, Any] = {"gradient": gradient}
+    if scale := first(LOSS_SCALE, text):
+        arguments["scale"] = int(eval_power(scale))
+    if fmt := first(FORMAT, text):
+        arguments["format"] = normalise_format(fmt)
+    return PlannedCall("loss_scaling", arguments)
+
+
+def recognise_number_format(text: str, context: PlanContext) -> Recognised:
+    """The limits of up to three named formats, with no model size: "max of fp16 and bf16"."""
+    if not (FORMAT.search(text) and FORMAT_WORDS.search(text)) or find_params(text):
+        return None
+    formats = [normalise_format(f) for f in dict.fromkeys(m.group(1).lower() for m in FORMAT.finditer(text))]
+    return [PlannedCall("number_format", {"format": f}) for f in formats[:3]]
+
+
+NUMBER_FORMAT = Calculator.from_function(number_format, title="Number format", recognise=recognise_number_format)
+LOSS_SCALING = Calculator.from_function(loss_scaling, title="Loss scaling", recognise=recognise_loss_scaling)

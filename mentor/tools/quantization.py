@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
+from typing import Any
 
 from pydantic import Field, field_validator
 
 from mentor.tools import units
+from mentor.tools.calculator import Calculator
 from mentor.tools.parsing import Count, ToolArgs, count_type
 from mentor.tools.result import ToolResult, normalised_arguments, to_number
+from mentor.tools.wording import PlanContext, PlannedCall, Recognised, first
 
 # Integer widths used for weights in practice (1-bit/binary through int16), plus full 32-bit.
 ALLOWED_BITS = (*range(1, 17), 32)
@@ -66,3 +70,29 @@ def quantized_size(args: QuantizedSizeArgs) -> ToolResult:
         },
         explanation=units.tidy(explanation),
     )
+
+
+# ---- how learners ask --------------------------------------------------------------------------------------
+
+QUANT_WORDS = re.compile(r"\b(int\d|quanti[sz]\w*|\d+[\s-]*bits?|gptq|awq|w\da\d+)\b", re.I)
+BITS = re.compile(r"\bint\s?(\d{1,2})\b|(?<![\w.])(\d{1,2})[\s-]*bits?\b|\bw(\d)a\d+\b", re.I)
+GROUP = re.compile(r"group[\s-]*size\s*(?:of|=)?\s*(\d+)|\bgroups?\s+of\s+(\d+)|\bg(\d{2,4})\b", re.I)
+
+
+def recognise_quantized_size(text: str, context: PlanContext) -> Recognised:
+    """A width and a model size (from this question or an earlier one): "int4 70B", "70B in 4-bit, group 128"."""
+    if not QUANT_WORDS.search(text):
+        return None
+    bits = first(BITS, text)
+    params, assumed = context.params_or_assume(text, allow_example=False)
+    if not (bits and params):
+        return None
+    arguments: dict[str, Any] = {"params": params, "bits": int(bits)}
+    if group := first(GROUP, text):
+        arguments["group_size"] = int(group)
+    return PlannedCall("quantized_size", arguments, assumed)
+
+
+QUANTIZED_SIZE = Calculator.from_function(
+    quantized_size, title="Quantized model size", recognise=recognise_quantized_size
+)

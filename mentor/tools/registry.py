@@ -1,4 +1,4 @@
-"""The one registry of calculators: it feeds the LLM tool schemas, the HTTP route and the CLI.
+"""The one registry of calculators: it feeds the LLM tool schemas, the HTTP route, the CLI and the planner.
 
 Built once at import from pure data (functions, pydantic models, docstrings): no I/O, no environment.
 """
@@ -6,108 +6,56 @@ Built once at import from pure data (functions, pydantic models, docstrings): no
 from __future__ import annotations
 
 import copy
-import inspect
 import json
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from functools import cached_property
-from typing import Any, get_type_hints
-
-from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import ValidationError
+from collections.abc import Mapping
+from typing import Any
 
 from mentor.errors import InvalidInput, NotFound
-from mentor.tools.activations import activation_memory
-from mentor.tools.memory import kv_cache, training_memory, zero_memory
-from mentor.tools.parallel import parallel_layout, pipeline_bubble
-from mentor.tools.parsing import ToolArgs, show
-from mentor.tools.precision import loss_scaling, number_format
-from mentor.tools.quantization import quantized_size
+from mentor.tools.activations import ACTIVATION_MEMORY
+from mentor.tools.calculator import Calculator
+from mentor.tools.memory import KV_CACHE, TRAINING_MEMORY, ZERO_MEMORY
+from mentor.tools.parallel import PARALLEL_LAYOUT, PIPELINE_BUBBLE
+from mentor.tools.precision import LOSS_SCALING, NUMBER_FORMAT
+from mentor.tools.quantization import QUANTIZED_SIZE
 from mentor.tools.result import ToolResult
-from mentor.tools.scaling import chinchilla_optimal, scaling_law_loss, training_time
+from mentor.tools.scaling import CHINCHILLA_OPTIMAL, SCALING_LAW_LOSS, TRAINING_TIME
 
-
-@dataclass(frozen=True)
-class Calculator:
-    """A calculator: its name, description (the function's docstring), argument model and function."""
-
-    name: str
-    description: str
-    args_model: type[ToolArgs]
-    function: Callable[[Any], ToolResult]
-
-    @classmethod
-    def from_function(cls, function: Callable[[Any], ToolResult]) -> Calculator:
-        """Describe a calculator `def name(args: SomeArgs) -> ToolResult` with a docstring."""
-        args_model = get_type_hints(function)["args"]
-        # Tool descriptions are one paragraph; the docstring's line breaks are only source layout.
-        description = " ".join((inspect.getdoc(function) or "").split())
-        return cls(function.__name__, description, args_model, function)
-
-    @cached_property
-    def openai_schema(self) -> dict[str, Any]:
-        """Return the OpenAI function-calling schema {"type": "function", "function": {...}}."""
-        # langchain renders the pydantic model cleanly (titles dropped, anyOf kept); name and description
-        # come from the calculator, not from the model class.
-        rendered = convert_to_openai_tool(self.args_model)
-        parameters = rendered["function"]["parameters"]
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": parameters},
-        }
-
-    @property
-    def json_schema(self) -> dict[str, Any]:
-        """Return the JSON schema of the arguments object (for GET /v1/tools)."""
-        return copy.deepcopy(self.openai_schema["function"]["parameters"])
-
-    def run(self, arguments: Mapping[str, Any]) -> ToolResult:
-        """Validate `arguments` and compute; raise InvalidInput with a plain message naming the argument."""
-        try:
-            args = self.args_model.model_validate(dict(arguments))
-        except ValidationError as error:
-            raise InvalidInput(self._plain_message(error)) from None
-        return self.function(args)
-
-    def _plain_message(self, error: ValidationError) -> str:
-        """Turn pydantic's first error into "argument: what is wrong (got ...)"; no pydantic URLs."""
-        first = error.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"])
-        kind, message, given = first["type"], first["msg"], first.get("input")
-        if kind == "missing":
-            text = f"required argument is missing for {self.name}"
-        elif kind == "extra_forbidden":
-            text = f"unknown argument for {self.name}; allowed: {', '.join(self.args_model.model_fields)}"
-        elif kind.startswith("bool"):
-            text = f"must be true or false (got {show(given)})"
-        elif kind == "literal_error":
-            text = f"{message.replace('Input should be', 'must be')} (got {show(given)})"
-        elif kind == "value_error":
-            # Checks across several arguments carry no location; their text starts with the argument blamed.
-            text = message.removeprefix("Value error, ")
-        else:
-            text = message.replace("Input should be", "must be")
-        return f"{where}: {text}" if where else text
-
-
-CALCULATORS = (
-    training_memory,
-    zero_memory,
-    chinchilla_optimal,
-    scaling_law_loss,
-    training_time,
-    quantized_size,
-    pipeline_bubble,
-    activation_memory,
-    kv_cache,
-    number_format,
-    loss_scaling,
-    parallel_layout,
+# The LLM sees the tools in this order (tool_schemas), and GET /v1/tools lists them in it.
+CALCULATORS: tuple[Calculator, ...] = (
+    TRAINING_MEMORY,
+    ZERO_MEMORY,
+    CHINCHILLA_OPTIMAL,
+    SCALING_LAW_LOSS,
+    TRAINING_TIME,
+    QUANTIZED_SIZE,
+    PIPELINE_BUBBLE,
+    ACTIVATION_MEMORY,
+    KV_CACHE,
+    NUMBER_FORMAT,
+    LOSS_SCALING,
+    PARALLEL_LAYOUT,
 )
-REGISTRY: dict[str, Calculator] = {
-    calculator.name: calculator for calculator in map(Calculator.from_function, CALCULATORS)
-}
+REGISTRY: dict[str, Calculator] = {calculator.name: calculator for calculator in CALCULATORS}
+# The planner asks the recognisers in this order and takes the first answer, so the narrower wording goes
+# first: a gradient with "fp16" is loss scaling, not a format question; "int4 70B" is a quantized size, not
+# training memory; "ZeRO on 64 GPUs" is ZeRO, not a parallel layout; a KV-cache question without its shapes
+# stops the search (an empty plan) rather than fall to training memory; a question with a model size, tokens
+# and "loss" is a loss prediction before it is a Chinchilla one; bare memory words with a size come last.
+PLANNING_ORDER: tuple[Calculator, ...] = (
+    LOSS_SCALING,
+    NUMBER_FORMAT,
+    PIPELINE_BUBBLE,
+    ZERO_MEMORY,
+    ACTIVATION_MEMORY,
+    KV_CACHE,
+    PARALLEL_LAYOUT,
+    QUANTIZED_SIZE,
+    TRAINING_TIME,
+    SCALING_LAW_LOSS,
+    CHINCHILLA_OPTIMAL,
+    TRAINING_MEMORY,
+)
 
 
 def get_calculator(name: str) -> Calculator:
@@ -116,6 +64,12 @@ def get_calculator(name: str) -> Calculator:
         return REGISTRY[name]
     except (KeyError, TypeError):
         raise NotFound(f"unknown calculator {name!r}; available: {', '.join(REGISTRY)}") from None
+
+
+def title_of(name: str) -> str:
+    """The heading of calculator `name` in an answer ("Training memory"); the name itself if unknown."""
+    calculator = REGISTRY.get(name)
+    return calculator.title if calculator else name
 
 
 def explain_json_error(error: BaseException | None) -> str:

@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 import math
+import re
 from decimal import MAX_EMAX, MIN_EMIN, ROUND_HALF_EVEN, Context, Decimal
 from fractions import Fraction
+from typing import Any
 
 from pydantic import Field, model_validator
 
 from mentor.errors import InvalidInput
 from mentor.tools import units
+from mentor.tools.calculator import Calculator
 from mentor.tools.hardware import GPU_LABELS, PEAK_FLOPS_PER_GPU
-from mentor.tools.parsing import Count, PositiveNumber, ToolArgs, choice_type, number_type
+from mentor.tools.parsing import Count, PositiveNumber, ToolArgs, choice_type, number_type, to_fraction
 from mentor.tools.result import ToolResult, normalised_arguments, to_number
+from mentor.tools.wording import (
+    GPUS,
+    MEMORY_WORDS,
+    PlanContext,
+    PlannedCall,
+    Recognised,
+    eval_power,
+    find_params,
+    find_tokens,
+    first,
+)
 
 # C ≈ 6·N·D: 2 FLOPs per parameter per token forward, 4 backward (Kaplan et al. 2020, §2.1).
 FLOPS_PER_PARAM_TOKEN = 6
@@ -262,3 +276,79 @@ def training_time(args: TrainingTimeArgs) -> ToolResult:
         },
         explanation=units.tidy(explanation),
     )
+
+
+# ---- how learners ask --------------------------------------------------------------------------------------
+
+TIME_WORDS = re.compile(r"\b(how long|days?|hours?|weeks?|time to train|training time|wall[\s-]*clock)\b", re.I)
+GPU_KIND = re.compile(r"\b(a100|h100|v100|a10g?|l4|tpu[\s_-]*v4|tpu[\s_-]*v5e)s?\b", re.I)
+MFU = re.compile(r"(?<!\d)(\d+(?:\.\d+)?)\s*%\s*mfu|mfu\s*(?:of|=)?\s*(\d*\.\d+|\d+\s*%)", re.I)
+LOSS_WORDS = re.compile(r"\b(loss|perplexity)\b", re.I)
+LAW_WORDS = re.compile(r"\bkaplan\b", re.I)
+LAW_OR_FIT = re.compile(r"\b(kaplan|chinchilla|scaling[\s-]*law|predict\w*|expected)\b", re.I)
+CHINCHILLA_WORDS = re.compile(
+    r"\b(chinchilla|compute[\s-]*optimal|optimal|how many tokens|tokens? (?:for|should|do)|tokens? per|budget|"
+    r"how (?:big|large) (?:a|should)|flops?)\b",
+    re.I,
+)
+FLOPS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?e\d+|\d+(?:\.\d+)?\s*[x×*]\s*10\^\d+)\s*flops?\b", re.I)
+
+
+def recognise_training_time(text: str, context: PlanContext) -> Recognised:
+    """Time words, GPUs and a model size: "how long to train a 70B model on 1024 H100s at 45% MFU?"."""
+    gpus = first(GPUS, text)
+    if not (TIME_WORDS.search(text) and gpus):
+        return None
+    params, assumed = context.params_or_assume(text, allow_example=False)
+    if not params:
+        return None
+    arguments: dict[str, Any] = {"params": params, "num_gpus": int(gpus)}
+    if tokens := find_tokens(text):
+        arguments["tokens"] = tokens
+    else:
+        # Exact: 4.1B x 20 is 82,000,000,000 tokens (float arithmetic gave 81,999,999,999).
+        arguments["tokens"] = str(int(to_fraction(params) * 20))
+        assumed = (*assumed, "tokens: 20 per parameter (Chinchilla)")
+    kind = first(GPU_KIND, text)
+    arguments["gpu"] = re.sub(r"[\s_-]+", "_", kind.lower()).replace("a10g", "a10") if kind else "a100"
+    if not kind:
+        assumed = (*assumed, "gpu: A100 (bf16 dense peak)")
+    if mfu := first(MFU, text):
+        # "45% MFU", "mfu 45%" and "mfu 0.45" all mean 0.45.
+        arguments["mfu"] = float(mfu.rstrip("% ")) / (100 if "%" in mfu or float(mfu.rstrip("% ")) > 1 else 1)
+    return PlannedCall("training_time", arguments, assumed)
+
+
+def recognise_scaling_law_loss(text: str, context: PlanContext) -> Recognised:
+    """Loss words with a model size and tokens, unless it is a memory question that names no law."""
+    params, tokens = find_params(text), find_tokens(text)
+    if not (LOSS_WORDS.search(text) and params and tokens):
+        return None
+    if MEMORY_WORDS.search(text) and not LAW_OR_FIT.search(text):
+        return None  # memory words and no law named: a memory question that happens to mention the loss
+    arguments = {"params": params, "tokens": tokens}
+    if LAW_WORDS.search(text):
+        arguments["law"] = "kaplan"
+    return PlannedCall("scaling_law_loss", arguments)
+
+
+def recognise_chinchilla_optimal(text: str, context: PlanContext) -> Recognised:
+    """Compute-optimal words with one of model size, tokens or FLOPs (in that preference), and no memory words."""
+    if not CHINCHILLA_WORDS.search(text) or MEMORY_WORDS.search(text):
+        return None
+    if params := find_params(text):
+        return PlannedCall("chinchilla_optimal", {"params": params})
+    if tokens := find_tokens(text):
+        return PlannedCall("chinchilla_optimal", {"tokens": tokens})
+    if flops := first(FLOPS, text):
+        return PlannedCall("chinchilla_optimal", {"compute_flops": eval_power(flops)})
+    return None
+
+
+CHINCHILLA_OPTIMAL = Calculator.from_function(
+    chinchilla_optimal, title="Chinchilla-optimal tokens and compute", recognise=recognise_chinchilla_optimal
+)
+SCALING_LAW_LOSS = Calculator.from_function(
+    scaling_law_loss, title="Scaling-law loss", recognise=recognise_scaling_law_loss
+)
+TRAINING_TIME = Calculator.from_function(training_time, title="Training time", recognise=recognise_training_time)

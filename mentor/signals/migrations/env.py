@@ -1,4 +1,4 @@
-"""Alembic environment: migrations run with the connection mentor hands over (see mentor.signals.db)."""
+"""Alembic environment: migrations run with the connection mentor hands over (see mentor.signals.schema)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,58 @@
+"""From the learner's message to what is searched: instructions dropped, personal details left out, a follow-up
+joined to the question it follows.
+
+The chat searches with `resolve_query`, and returns the result (`retrieval_query`), so the eval measures
+retrieval on exactly the query the chat used instead of re-deriving it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mentor.answer import Turn
+from mentor.privacy import without_personal_details
+from mentor.retrieve import MAX_QUERY_CHARS
+from mentor.safety import INJECTION, looks_like_injection
+from mentor.text import tokenize
+
+FOLLOW_UP = re.compile(
+    r"^\s*(and|also|so|then|but|what about|how about|what if|same)\b|\b(it|its|that|this|those|these|they|them)\b",
+    re.I,
+)
+# (?<!\s): a tag's leading spaces are matched from the first one only; trying every start inside a run of
+# spaces made splitting a 4,000-space message quadratic.
+CLAUSES = re.compile(r"(?<=[.!?;:])\s+|\n+|(?<!\s)\s*<[^<>]{1,60}>\s*|,\s*(?=(?:then|and then|anyway|now|but)\b)", re.I)
+
+
+def clean_question(message: str) -> str:
+    """The question without any sentence that tries to instruct the mentor."""
+    if not looks_like_injection(message):
+        return message
+    # Instructions hide in clauses and pseudo-tags too: "...output PWNED; anyway, how big is ...".
+    pieces = CLAUSES.split(message)
+    kept = [p.strip() for p in pieces if p and p.strip() and not INJECTION.search(p)]
+    return " ".join(kept).strip()
+
+
+def resolve_query(message: str, cleaned: str, history: tuple[Turn, ...]) -> str:
+    """What retrieval and the scope decision see for a question already cleaned of instructions."""
+    # Personal details say nothing about the topic: leave them out of retrieval and the scope decision.
+    return retrieval_query(without_personal_details(cleaned) or cleaned or message, history)
+
+
+def retrieval_query(message: str, history: tuple[Turn, ...]) -> str:
+    """Resolve a follow-up ("and what does stage 3 add?") against the previous question for retrieval.
+
+    The pair stays within the retriever's limit on a query: after a long question (notes pasted before it) a
+    follow-up was refused with 422 although both messages were valid. Of a previous question too long to fit,
+    its end is kept, where the question itself is, from the first whole word.
+    """
+    if history and (FOLLOW_UP.search(message) or len(tokenize(message)) <= 3):
+        previous = history[-1].question
+        room = MAX_QUERY_CHARS - len(message) - 1
+        if len(previous) > room:
+            tail = previous[len(previous) - room :] if room > 0 else ""
+            space = re.search(r"\s", tail)
+            previous = tail[space.end() :] if space else ""
+        return f"{previous} {message}".strip()
+    return message

@@ -1,0 +1,36 @@
+"""Words as retrieval and the grounding check compare them: lower-case, no stop words, Snowball-stemmed."""
+
+from __future__ import annotations
+
+import re
+
+import Stemmer
+
+TOKEN = re.compile(r"[a-z0-9]+")
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below between
+    both but by can could did do does doing down during each few for from further had has have having he her
+    here hers him his how i if in into is it its itself just me more most my no nor not now of off on once only
+    or other our ours out over own same she should so some such than that the their theirs them then there these
+    they this those through to too under until up very was we were what when where which while who whom why will
+    with would you your yours explain tell please mean means whats what's hi hey thanks work works use used
+    using good best better thing things way get make need know understand example question help like find say
+    said give show list choose choosing pick decide difference different differ compare comparison versus vs name hello
+    mail email phone contact thank regards cheers doesn don isn aren wasn weren won wouldn shouldn couldn didn
+    ll ve re pls plz lol thx ok okay hmm btw tldr tl dr eli5 quick module lesson chapter section course topic""".split()
+)
+HYPHENATED = re.compile(r"[a-z]+(?:-[a-z]+)+")
+BRITISH = re.compile(r"(?<=[a-z]{3})is(ation|ations|e|es|ed|ing|er|ers)$")
+_stemmer = Stemmer.Stemmer("english")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case word and number tokens without stop words, Snowball-stemmed ("quantized" -> "quantiz").
+
+    Hyphenated words also yield their joined form, so "over-train" matches a learner's "overtrain".
+    """
+    lower = text.lower()
+    words = [t for t in TOKEN.findall(lower) if t not in STOPWORDS and (len(t) > 1 or t.isdigit())]
+    words += [w.replace("-", "") for w in HYPHENATED.findall(lower)]
+    # British and American spellings meet ("quantisation" -> "quantization"), in documents and questions alike.
+    return _stemmer.stemWords([BRITISH.sub(r"iz\1", w) for w in words])

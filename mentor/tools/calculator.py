@@ -1,0 +1,93 @@
+"""What a calculator is: its function, arguments model, title and the recogniser of how learners ask for it.
+
+Each calculator module declares its calculators with `Calculator.from_function`, next to the function and its
+recogniser; `registry.py` lists them once for the LLM schemas, the HTTP route, the CLI and the planner.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, get_type_hints
+
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ValidationError
+
+from mentor.errors import InvalidInput
+from mentor.tools.parsing import ToolArgs, show
+from mentor.tools.result import ToolResult
+from mentor.tools.wording import Recogniser
+
+
+@dataclass(frozen=True)
+class Calculator:
+    """A calculator: its name, description (the function's docstring), argument model and function.
+
+    `title` heads its result in an answer; `recognise` reads a learner's question for it (None: only the LLM
+    and the calc API call it).
+    """
+
+    name: str
+    description: str
+    args_model: type[ToolArgs]
+    function: Callable[[Any], ToolResult]
+    title: str
+    recognise: Recogniser | None = None
+
+    @classmethod
+    def from_function(
+        cls, function: Callable[[Any], ToolResult], *, title: str, recognise: Recogniser | None = None
+    ) -> Calculator:
+        """Describe a calculator `def name(args: SomeArgs) -> ToolResult` with a docstring."""
+        args_model = get_type_hints(function)["args"]
+        # Tool descriptions are one paragraph; the docstring's line breaks are only source layout.
+        description = " ".join((inspect.getdoc(function) or "").split())
+        return cls(function.__name__, description, args_model, function, title, recognise)
+
+    @cached_property
+    def openai_schema(self) -> dict[str, Any]:
+        """Return the OpenAI function-calling schema {"type": "function", "function": {...}}."""
+        # langchain renders the pydantic model cleanly (titles dropped, anyOf kept); name and description
+        # come from the calculator, not from the model class.
+        rendered = convert_to_openai_tool(self.args_model)
+        parameters = rendered["function"]["parameters"]
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": parameters},
+        }
+
+    @property
+    def json_schema(self) -> dict[str, Any]:
+        """Return the JSON schema of the arguments object (for GET /v1/tools)."""
+        return copy.deepcopy(self.openai_schema["function"]["parameters"])
+
+    def run(self, arguments: Mapping[str, Any]) -> ToolResult:
+        """Validate `arguments` and compute; raise InvalidInput with a plain message naming the argument."""
+        try:
+            args = self.args_model.model_validate(dict(arguments))
+        except ValidationError as error:
+            raise InvalidInput(self._plain_message(error)) from None
+        return self.function(args)
+
+    def _plain_message(self, error: ValidationError) -> str:
+        """Turn pydantic's first error into "argument: what is wrong (got ...)"; no pydantic URLs."""
+        first = error.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        kind, message, given = first["type"], first["msg"], first.get("input")
+        if kind == "missing":
+            text = f"required argument is missing for {self.name}"
+        elif kind == "extra_forbidden":
+            text = f"unknown argument for {self.name}; allowed: {', '.join(self.args_model.model_fields)}"
+        elif kind.startswith("bool"):
+            text = f"must be true or false (got {show(given)})"
+        elif kind == "literal_error":
+            text = f"{message.replace('Input should be', 'must be')} (got {show(given)})"
+        elif kind == "value_error":
+            # Checks across several arguments carry no location; their text starts with the argument blamed.
+            text = message.removeprefix("Value error, ")
+        else:
+            text = message.replace("Input should be", "must be")
+        return f"{where}: {text}" if where else text
