@@ -219,11 +219,13 @@ def test_malformed_bodies_are_a_plain_4xx(client, raw) -> None:
 
 
 def test_healthz_answers_promptly_while_heavy_questions_are_in_flight(runtime) -> None:
-    """Eight 3,990-digit questions at once; /healthz is polled over real HTTP meanwhile.
+    """24 3,990-digit questions at once; /healthz is polled over real HTTP meanwhile.
 
     Planning such a message took 0.7 s of CPU on the event loop, so eight of them held /healthz for 5.2 s.
     The planner is now linear and every CPU step of a question runs in a worker thread, so the loop answers
-    between their steps. 0.5 s is a deadline a load balancer's probe keeps; the measured worst is ~0.1 s.
+    between their steps. 1 s is a deadline a load balancer's probe keeps (the old code held it 5.2 s); the
+    worst measured here is ~0.55 s, the first probe, when 24 requests arrive at once on a busy 2-core machine
+    and the worker threads contend for the GIL.
     """
     import asyncio
     import time
@@ -232,17 +234,18 @@ def test_healthz_answers_promptly_while_heavy_questions_are_in_flight(runtime) -
 
     from mentor.api import create_app
 
-    heavy = "1" * 3990
+    # 24 distinct messages (no query cache helps), so they stay in flight long enough to probe between them.
+    heavy = [str(i).rjust(2, "9") + "1" * 3988 for i in range(24)]
 
     async def drive(url: str) -> tuple[list[int], list[float]]:
         async with httpx.AsyncClient(base_url=url, timeout=60) as http:
             assert (await http.get("/healthz")).status_code == 200
 
             async def ask(i: int) -> int:
-                body = {"module_id": MODULE_ID, "message": heavy, "learner_id": f"heavy-{i}"}
+                body = {"module_id": MODULE_ID, "message": heavy[i], "learner_id": f"heavy-{i}"}
                 return (await http.post("/v1/chat", json=body)).status_code
 
-            questions = [asyncio.create_task(ask(i)) for i in range(8)]
+            questions = [asyncio.create_task(ask(i)) for i in range(len(heavy))]
             probes: list[float] = []
             while not all(task.done() for task in questions):
                 started = time.perf_counter()
@@ -253,9 +256,9 @@ def test_healthz_answers_promptly_while_heavy_questions_are_in_flight(runtime) -
 
     with serve(create_app(runtime.settings, runtime=runtime)) as url:
         statuses, probes = asyncio.run(drive(url))
-    assert statuses == [200] * 8
-    assert len(probes) >= 3, "the questions finished before /healthz was measured"
-    assert max(probes) < 0.5, f"/healthz took {max(probes):.2f} s (of {len(probes)} probes)"
+    assert statuses == [200] * len(heavy)
+    assert len(probes) >= 2, "the questions finished before /healthz was measured"
+    assert max(probes) < 1.0, f"/healthz took {max(probes):.2f} s (of {len(probes)} probes)"
 
 
 def test_a_long_follow_up_to_a_long_question_is_answered(client) -> None:
