@@ -191,8 +191,10 @@ def _load(path: Path):  # noqa: ANN202
 def _return_large_blocks_to_the_os(threshold_bytes: int = 256 * 1024) -> None:
     """Have glibc map every block of `threshold_bytes` or more on its own, and unmap it when it is freed.
 
-    A fixed threshold also stops glibc from raising it. In a 2-minute soak RSS then stayed flat (767 -> 766 MB
-    from the first minute to the second; 923 -> 998 MB without), at no throughput cost we could measure.
+    A fixed threshold also stops glibc from raising it. In 90-second soaks (`python -m mentor.bench.soak`) RSS
+    grew 8-18 MB over the second half with it and 54-113 MB without; the price is ~25% more server CPU a
+    request (142-165 vs 117-128 ms: fresh pages are faulted in for every large block). Preloading jemalloc
+    (LD_PRELOAD) instead held RSS nearly as well (19-21 MB) at no CPU cost, and makes this call moot.
     MALLOC_MMAP_THRESHOLD_ in the environment (glibc's own knob) wins; without glibc this does nothing.
     """
     if "MALLOC_MMAP_THRESHOLD_" in os.environ:

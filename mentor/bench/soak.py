@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from mentor.bench.procs import ROOT, clean_env, free_port, rss_mb, spawn, stop, tail, wait_ready
+from mentor.bench.procs import ROOT, clean_env, cpu_seconds, free_port, rss_mb, spawn, stop, tail, wait_ready
 from mentor.bench.questions import QUESTIONS
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,7 @@ async def drive(spec: SoakSpec, url: str, pid: int) -> dict:
     tally = Tally()
     samples: list[tuple[float, float]] = []
     started = time.monotonic()
+    cpu_at_start = cpu_seconds(pid)
     deadline = started + spec.duration_s
 
     async def sample() -> None:
@@ -121,7 +122,7 @@ async def drive(spec: SoakSpec, url: str, pid: int) -> dict:
         sampler = asyncio.create_task(sample())
         await asyncio.gather(*(learner(http, spec, seat, deadline, tally) for seat in range(spec.concurrency)))
         await sampler
-    return summarize(tally, samples, wall_s=time.monotonic() - started)
+    return summarize(tally, samples, wall_s=time.monotonic() - started, server_cpu_s=cpu_seconds(pid) - cpu_at_start)
 
 
 async def learner(http: httpx.AsyncClient, spec: SoakSpec, seat: int, deadline: float, tally: Tally) -> None:
@@ -183,7 +184,7 @@ def long_turn(question: str, n: int, seat: int) -> str:
     return f"My notes: {' '.join(notes)} My question: {question}"[: LONG_CHARS + 90]
 
 
-def summarize(tally: Tally, samples: list[tuple[float, float]], *, wall_s: float) -> dict:
+def summarize(tally: Tally, samples: list[tuple[float, float]], *, wall_s: float, server_cpu_s: float) -> dict:
     """Latency, answers and the RSS curve, with the growth over the second half (the plateau check)."""
     latencies = sorted(tally.latencies_s)
     half = samples[-1][0] / 2 if samples else 0.0
@@ -191,6 +192,8 @@ def summarize(tally: Tally, samples: list[tuple[float, float]], *, wall_s: float
     return {
         "wall_s": round(wall_s, 1),
         "requests": len(latencies),
+        # Server CPU per answered request: steadier than latency on a shared machine.
+        "server_cpu_ms_per_request": round(server_cpu_s * 1000 / len(latencies), 1) if latencies else None,
         "statuses": dict(tally.statuses),
         "conversations": tally.conversations,
         "long_turns": tally.long_turns,
