@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mentor.answer import STYLES, Answer, ChatInput, Question, ToolCall, Turn
+from mentor.catalog import Catalog
 from mentor.chat_model import TextDelta
 from mentor.citations import ground
 from mentor.conversations import Conversation, ConversationStore, RateLimiter
@@ -29,14 +30,13 @@ from mentor.corpus import Module
 from mentor.engines.extractive import ExtractiveEngine
 from mentor.engines.llm import LLMEngine
 from mentor.engines.planner import PlannedCall, plan_tools
-from mentor.errors import InvalidInput, NotFound, UpstreamError
+from mentor.errors import InvalidInput, NotReady, UpstreamError
 from mentor.framing import redirect
 from mentor.grounding import Grounding
 from mentor.privacy import pseudonym
 from mentor.query import clean_question, resolve_query
 from mentor.record import AnsweredQuestion, SignalSink
 from mentor.retrieve import Retrieval, Retriever
-from mentor.safety import module_urls
 from mentor.text import MAX_MESSAGE_CHARS
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,7 @@ class Prepared:
     """A validated question, ready to answer."""
 
     input: ChatInput
+    catalog: Catalog  # the snapshot this question is answered from, even if another is swapped in meanwhile
     module: Module
     conversation: Conversation
     learner_key: str
@@ -78,8 +79,7 @@ class ChatService:
     def __init__(
         self,
         *,
-        modules: dict[str, Module],
-        retriever: Retriever,
+        catalog: Catalog,
         extractive: ExtractiveEngine,
         llm: LLMEngine | None,
         conversations: ConversationStore,
@@ -88,8 +88,7 @@ class ChatService:
         top_k: int,
         sink: SignalSink,
     ) -> None:
-        self.modules = modules
-        self.retriever = retriever
+        self.catalog = catalog
         self.extractive = extractive
         self.llm = llm
         self.conversations = conversations
@@ -97,19 +96,24 @@ class ChatService:
         self._key = pseudonym_key
         self.top_k = top_k
         self.sink = sink
-        self._urls = {m.id: module_urls(m.body) for m in modules.values()}
+
+    def use(self, catalog: Catalog) -> None:
+        """Serve `catalog` from the next question on (questions under way finish with the one they began with)."""
+        self.catalog = catalog
 
     async def prepare(self, request: ChatInput) -> Prepared:
         """Validate the question and claim its rate-limit slot; raise a MentorError for anything wrong."""
         started = time.perf_counter()
         validate(request)
-        module = self.module(request.module_id)
+        catalog = self.catalog
+        module = self.module(request.module_id, catalog)
         learner_key = self.learner_key(request.learner_id)
-        await self.limiter.hit(learner_key if request.learner_id else f"client:{request.client}")
+        # Anonymous askers are limited by address, which is kept as a pseudonym too (it may go to Redis).
+        await self.limiter.hit(learner_key if request.learner_id else self.learner_key(f"client:{request.client}"))
         conversation = await self.conversations.open(
             request.conversation_id, learner_key=learner_key, module_id=module.id
         )
-        return Prepared(request, module, conversation, learner_key, uuid.uuid4().hex, started)
+        return Prepared(request, catalog, module, conversation, learner_key, uuid.uuid4().hex, started)
 
     async def ask(self, request: ChatInput) -> AnsweredQuestion:
         """Answer without streaming."""
@@ -128,7 +132,7 @@ class ChatService:
         yield "meta", {"question_id": prepared.question_id, "conversation_id": conversation.id, "module_id": module.id}
         message = prepared.input.message.strip()
         history = tuple(conversation.turns)
-        reading = await asyncio.to_thread(self.read, message, history, module.id)
+        reading = await asyncio.to_thread(self.read, message, history, module.id, prepared.catalog.retriever)
         question = Question(
             text=reading.cleaned or message,
             module_id=module.id,
@@ -136,7 +140,7 @@ class ChatService:
             style=prepared.input.style,
             passages=reading.retrieval.passages,
             history=history,
-            allowed_urls=self._urls[module.id],
+            allowed_urls=prepared.catalog.urls[module.id],
         )
         answer = None
         async for kind, payload in self._answer(module, question, reading, stream=stream):
@@ -166,11 +170,13 @@ class ChatService:
         self._log(answered)
         yield "done", answered
 
-    def read(self, message: str, history: tuple[Turn, ...], module_id: str) -> Reading:
+    def read(
+        self, message: str, history: tuple[Turn, ...], module_id: str, retriever: Retriever | None = None
+    ) -> Reading:
         """Clean the question, resolve its query, retrieve its passages and plan its calculators (blocking)."""
         cleaned = clean_question(message)
         query = resolve_query(message, cleaned, history)
-        retrieval = self.retriever.search(query, module_id, self.top_k)
+        retrieval = (retriever or self.catalog.retriever).search(query, module_id, self.top_k)
         plan = plan_tools(cleaned, tuple(t.question for t in history)) if cleaned else []
         return Reading(cleaned, query, retrieval, plan)
 
@@ -255,15 +261,16 @@ class ChatService:
         """The pseudonym the signals log knows a learner by."""
         return pseudonym(learner_id, self._key)
 
-    def module(self, module_id: str | None) -> Module:
-        """Resolve the module; it may be omitted only while the corpus holds one."""
+    def module(self, module_id: str | None, catalog: Catalog | None = None) -> Module:
+        """Resolve the module; it may be omitted only while the catalog holds one."""
+        modules = (catalog or self.catalog).modules
         if not module_id:
-            if len(self.modules) == 1:
-                return next(iter(self.modules.values()))
-            raise InvalidInput(f"module_id: required when there are several modules ({', '.join(self.modules)})")
-        if module_id not in self.modules:
-            raise NotFound(f"unknown module {module_id!r}; known modules: {', '.join(self.modules)}")
-        return self.modules[module_id]
+            if len(modules) == 1:
+                return next(iter(modules.values()))
+            if not modules:
+                raise NotReady("no module is loaded yet; please try again shortly")
+            raise InvalidInput(f"module_id: required when there are several modules ({', '.join(modules)})")
+        return (catalog or self.catalog).module(module_id)
 
 
 def describe_problems(grounding: Grounding) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -64,20 +65,23 @@ CorpusOpt = Annotated[Path | None, typer.Option("--corpus", help="Directory of m
 @app.command()
 @handle_errors
 def ingest(corpus: CorpusOpt = None) -> None:
-    """Chunk every module, embed what changed and bring the Chroma index in line with the corpus."""
+    """Chunk every module, embed what changed, bring the Chroma index in line with the corpus and publish it.
+
+    The one-off job of a deployment with replicas: they serve the published modules within MENTOR_RELOAD_INTERVAL_S.
+    """
     from rich.progress import Progress
 
-    from mentor.runtime import build_runtime
+    from mentor.runtime import ingest_corpus
 
     settings = make_settings(corpus_dir=corpus)
     with Progress(transient=False) as bar:
         task = bar.add_task("embedding chunks", total=None, visible=False)
-        runtime = build_runtime(
+        catalog, report = ingest_corpus(
             settings,
             on_plan=lambda n: bar.update(task, total=n, visible=n > 0),
             progress=lambda n: bar.advance(task, n),
         )
-    typer.echo(f"{len(runtime.modules)} modules, {len(runtime.chunks)} chunks: {runtime.ingest_report}")
+    typer.echo(f"{catalog.describe()}: {report}")
 
 
 @app.command()
@@ -204,33 +208,72 @@ def calc(
 def serve(
     host: Annotated[str | None, typer.Option(help="Address to bind (default MENTOR_HOST or 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default MENTOR_PORT or 8000).")] = None,
+    workers: Annotated[
+        int,
+        typer.Option(min=1, max=64, help="Worker processes on this port; more than 1 needs MENTOR_REDIS_URL."),
+    ] = 1,
 ) -> None:
-    """Run the HTTP service (uvicorn); the index is brought up to date with the corpus on start."""
+    """Run the HTTP service (uvicorn). An embedded index is brought up to date with the corpus on start; a shared
+    one is served as `mentor ingest` published it."""
     import uvicorn
 
     from mentor.api import create_app
     from mentor.logs import uvicorn_log_config
-    from mentor.runtime import build_runtime
+    from mentor.runtime import build_runtime, prepare_for_workers
 
     settings = make_settings(host=host, port=port)
+    # Request limits live in mentor/api/middleware.py (header bytes, body bytes, time to receive a body; its
+    # docstring lists every limit and where it lives); the server's own part is set here.
+    server = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": settings.log_level.lower(),
+        "timeout_keep_alive": 5,  # seconds an idle keep-alive connection is kept (uvicorn's default, stated)
+        "server_header": False,  # no "server: uvicorn" to fingerprint
+    }
+    if workers > 1:
+        # The one-off jobs run here, once; each worker then builds its own runtime without syncing anything.
+        prepare_for_workers(settings, workers)
+        os.environ["MENTOR_SYNC_ON_START"] = "false"  # what the workers' settings read
+        uvicorn.run(
+            "mentor.api.app:create_app_from_environment",
+            factory=True,
+            workers=workers,
+            log_config=uvicorn_log_config(create_app(settings)),  # the app's routes; no runtime is built
+            **server,
+        )
+        return
     # Built before the server starts: a start-up failure (Chroma still away after its wait) ends as one line and
     # a non-zero exit here, not as a traceback from uvicorn's lifespan, and the port opens only once it can answer.
     runtime = build_runtime(settings)
     app = create_app(settings, runtime=runtime)
     try:
-        # Request limits live in mentor/api/middleware.py (header bytes, body bytes, time to receive a body; its
-        # docstring lists every limit and where it lives); the server's own part is set here.
-        uvicorn.run(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level.lower(),
-            log_config=uvicorn_log_config(app),  # access log: route templates, no query strings
-            timeout_keep_alive=5,  # seconds an idle keep-alive connection is kept (uvicorn's default, stated)
-            server_header=False,  # no "server: uvicorn" to fingerprint
-        )
+        uvicorn.run(app, log_config=uvicorn_log_config(app), **server)  # access log: route templates, no queries
     finally:
         runtime.writer.stop()  # an app leaves a runtime it was given running: flush the signals still queued
+
+
+db_app = typer.Typer(help="The signals database: schema migrations (Alembic).", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+@db_app.command("upgrade")
+@handle_errors
+def db_upgrade() -> None:
+    """Bring the signals database (MENTOR_DATABASE_URL) to the latest schema: the one-off job before replicas start."""
+    from mentor.db import make_engine
+    from mentor.errors import NotReady
+    from mentor.signals.schema import migrate, schema_behind
+
+    settings = make_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    engine = make_engine(settings.database)
+    try:
+        migrate(engine)
+        behind = schema_behind(engine)
+    except Exception as exc:
+        raise NotReady(f"the signals database cannot be upgraded: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
+    typer.echo(behind or "signals database schema is up to date")
 
 
 signals_app = typer.Typer(help="The learning-signal log: summary, export and retention.", no_args_is_help=True)

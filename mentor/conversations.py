@@ -1,8 +1,9 @@
 """Learner state the chat keeps between questions, behind small async Protocols: conversations (each bound to
 one learner and one module, with who asked each recent question, for feedback) and the per-learner rate limit.
 
-The in-memory classes here are the embedded default; a shared store (Redis) implements the same Protocols so
-that replicas agree. The methods are async because a shared store does I/O.
+The in-memory classes here are the embedded default; a shared store (`mentor.redis_state`) implements the same
+Protocols so that replicas agree. The methods are async because a shared store does I/O, except `erased_since`,
+which the signal writer calls from its own thread.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict, deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -33,6 +35,27 @@ MAX_STORE_BYTES = 64 * 1024 * 1024
 # What an empty conversation costs besides its turns (object, deque, ids, the store's entry): ~1 KB by tracemalloc.
 CONVERSATION_OVERHEAD_BYTES = 1024
 MAX_ASKERS = 100_000
+# How long an erasure is remembered: long enough for any record of the learner still spooled by a replica whose
+# database was down (spools are replayed within hours) to be dropped rather than written.
+TOMBSTONE_TTL_S = 30 * 24 * 3600
+MAX_TOMBSTONES = 100_000
+
+
+def too_many_questions(per_minute: int, retry_after_s: int) -> RateLimited:
+    """The one answer for a learner over the rate limit."""
+    message = f"too many questions: at most {per_minute} a minute; try again in {retry_after_s} s"
+    return RateLimited(message, retry_after_s)
+
+
+def check_conversation_id(conversation_id: str) -> None:
+    """Raise InvalidInput unless `conversation_id` has the shape of an id this service hands out."""
+    if not CONVERSATION_ID.match(conversation_id):
+        raise InvalidInput("conversation_id: must be the 32-character id a previous answer returned")
+
+
+def conversation_not_found(conversation_id: str) -> NotFound:
+    """The one answer for a conversation that is unknown, expired, someone else's or about another module."""
+    return NotFound(f"conversation {conversation_id} not found for this learner and module")
 
 
 def turn_bytes(turn: Turn) -> int:
@@ -72,7 +95,16 @@ class ConversationStore(Protocol):
         ...
 
     async def forget_learner(self, learner_key: str) -> int:
-        """Drop every conversation of one learner (erasure); return how many."""
+        """Drop every conversation of one learner and who asked their questions, and remember the erasure (its
+        time.time()) for TOMBSTONE_TTL_S; return how many conversations. Raise NotReady rather than erase partly."""
+        ...
+
+    def erased_since(self, learner_keys: Collection[str]) -> dict[str, float]:
+        """For each of these learners erased within TOMBSTONE_TTL_S, the epoch seconds of the latest erasure.
+
+        Synchronous: the signal writer calls it from its thread and drops the records made before that time (a
+        learner who asks again after the erasure is logged again). Raise when the answer cannot be known.
+        """
         ...
 
 
@@ -90,6 +122,7 @@ class MemoryConversationStore:
 
     `max_bytes` caps the whole store and `max_conversation_bytes` each conversation (its most recent turns that
     fit are kept, and always the latest). Both are constructor arguments so the edge can pass settings.
+    Erasures are remembered for `tombstone_ttl_s` (the most recent 100,000).
     """
 
     def __init__(
@@ -99,16 +132,20 @@ class MemoryConversationStore:
         max_conversations: int,
         max_bytes: int = MAX_STORE_BYTES,
         max_conversation_bytes: int = MAX_CONVERSATION_BYTES,
+        tombstone_ttl_s: float = TOMBSTONE_TTL_S,
     ) -> None:
         self._ttl_s = ttl_s
+        self._tombstone_ttl_s = tombstone_ttl_s
         self._max = max_conversations
         self._max_bytes = max_bytes
         self._max_conversation_bytes = max_conversation_bytes
         self._items: OrderedDict[str, Conversation] = OrderedDict()  # least recently used first
         self._bytes = 0
         self._lock = threading.Lock()
-        # Who asked each recent question (bounded: feedback comes soon after an answer, or from the log).
-        self._askers: OrderedDict[str, str] = OrderedDict()
+        # Who asked each recent question, and when (bounded: feedback comes soon after an answer, or from the log).
+        self._askers: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        # When each recently erased learner was erased (epoch seconds), oldest erasure first.
+        self._erased: OrderedDict[str, float] = OrderedDict()
 
     @property
     def stored_bytes(self) -> int:
@@ -132,8 +169,7 @@ class MemoryConversationStore:
                 self._bytes += conversation.stored_bytes
                 self._evict(now)
                 return conversation
-            if not CONVERSATION_ID.match(conversation_id):
-                raise InvalidInput("conversation_id: must be the 32-character id a previous answer returned")
+            check_conversation_id(conversation_id)
             conversation = self._items.get(conversation_id)
             if (
                 conversation is None
@@ -141,31 +177,45 @@ class MemoryConversationStore:
                 or conversation.learner_key != learner_key
                 or conversation.module_id != module_id
             ):
-                raise NotFound(f"conversation {conversation_id} not found for this learner and module")
+                raise conversation_not_found(conversation_id)
             conversation.touched = now
             self._items.move_to_end(conversation_id)
             return conversation
 
     async def forget_learner(self, learner_key: str) -> int:
-        """Drop every conversation of one learner (erasure), and the record of what they asked; return how many."""
+        """Drop every conversation of one learner (erasure) and the record of what they asked, and remember when;
+        return how many conversations."""
         with self._lock:
+            self._erased.pop(learner_key, None)
+            self._erased[learner_key] = time.time()
+            if len(self._erased) > MAX_TOMBSTONES:
+                self._erased.popitem(last=False)
             doomed = [cid for cid, c in self._items.items() if c.learner_key == learner_key]
             for cid in doomed:
                 self._bytes -= self._items.pop(cid).stored_bytes
-            for qid in [q for q, k in self._askers.items() if k == learner_key]:
+            for qid in [q for q, (k, _) in self._askers.items() if k == learner_key]:
                 del self._askers[qid]
         return len(doomed)
 
-    async def remember_asker(self, question_id: str, learner_key: str) -> None:
-        """Note who asked a question (the most recent 100,000 are kept)."""
+    def erased_since(self, learner_keys: Collection[str]) -> dict[str, float]:
+        """For each of these learners erased within the tombstone TTL, the epoch seconds of the latest erasure."""
+        oldest = time.time() - self._tombstone_ttl_s
         with self._lock:
-            self._askers[question_id] = learner_key
+            while self._erased and next(iter(self._erased.values())) < oldest:
+                self._erased.popitem(last=False)
+            return {key: self._erased[key] for key in learner_keys if key in self._erased}
+
+    async def remember_asker(self, question_id: str, learner_key: str) -> None:
+        """Note who asked a question, for the conversations' TTL (the most recent 100,000 are kept)."""
+        with self._lock:
+            self._askers[question_id] = (learner_key, time.monotonic())
             if len(self._askers) > MAX_ASKERS:
                 self._askers.popitem(last=False)
 
     async def asker(self, question_id: str) -> str | None:
         """The pseudonym of who asked a recent question in this process, if known."""
-        return self._askers.get(question_id)
+        learner_key, asked = self._askers.get(question_id, (None, 0.0))
+        return learner_key if time.monotonic() - asked <= self._ttl_s else None
 
     async def append(self, conversation: Conversation, turn: Turn) -> None:
         """Record a finished turn, dropping the conversation's oldest turns beyond its byte budget."""
@@ -173,6 +223,9 @@ class MemoryConversationStore:
         size = turn_bytes(turn)
         with self._lock:
             stored = self._items.get(conversation.id) is conversation
+            if stored and now - conversation.touched > self._ttl_s:  # expired meanwhile: not brought back
+                self._bytes -= self._items.pop(conversation.id).stored_bytes
+                stored = False
             before = conversation.stored_bytes
             if len(conversation.turns) == conversation.turns.maxlen:
                 conversation.stored_bytes -= turn_bytes(conversation.turns.popleft())
@@ -217,8 +270,7 @@ class MemoryRateLimiter:
             while window and now - window[0] >= 60:
                 window.popleft()
             if len(window) >= self._limit:
-                retry = max(1, int(60 - (now - window[0])) + 1)
-                raise RateLimited(f"too many questions: at most {self._limit} a minute; try again in {retry} s", retry)
+                raise too_many_questions(self._limit, max(1, int(60 - (now - window[0])) + 1))
             window.append(now)
             if len(self._seen) > 100_000:  # forget idle learners so the map cannot grow without bound
                 for stale in [k for k, w in self._seen.items() if not w or now - w[-1] >= 60]:

@@ -47,6 +47,7 @@ class Module:
     path: Path
     body: str
     sections: tuple[Section, ...] = field(repr=False)
+    source: str = field(default="", repr=False)  # the file as written, which `mentor ingest` publishes
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +102,18 @@ def load_module(path: Path) -> Module:
         raw = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CorpusError(f"{path}: cannot read as UTF-8 text ({exc})") from exc
+    return parse_module(raw, path)
+
+
+def parse_module(raw: str, path: Path) -> Module:
+    """Parse a module's Markdown source (`path` names it in errors): what replicas do with a published module."""
     meta, body, body_line = _split_front_matter(path, raw)
     # Learners never see HTML comments, so the mentor must not read them either (blanked, keeping line numbers).
     body = HTML_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), body)
     module_id, title, prerequisites, version, topics = _validate_meta(path, meta)
     sections = _parse_sections(path, body, body_line)
     version = version or hashlib.sha256(raw.encode()).hexdigest()[:12]
-    return Module(module_id, title, version, prerequisites, topics, path, body, tuple(sections))
+    return Module(module_id, title, version, prerequisites, topics, path, body, tuple(sections), raw)
 
 
 def chunk_module(module: Module, *, chunk_size: int = 900, chunk_overlap: int = 100) -> list[Chunk]:

@@ -53,6 +53,13 @@ class CorpusError(MentorError):
     code = "corpus_error"
 
 
+class ConfigError(MentorError):
+    """The service is configured in a way it cannot run with (a missing shared secret, a spool in use)."""
+
+    status_code = 500
+    code = "misconfigured"
+
+
 class NotReady(MentorError):
     """A dependency (index, database, LLM) cannot be used right now."""
 

@@ -44,9 +44,11 @@ def route_templates(app: FastAPI) -> list[str]:
 
 
 def uvicorn_log_config(app: FastAPI) -> dict[str, Any]:
-    """uvicorn's own logging configuration, its access log going through `AccessLogPaths`."""
+    """uvicorn's own logging configuration, its access log going through `AccessLogPaths`.
+
+    Plain data only (the filter named by its import path): `--workers` sends it to each worker process.
+    """
     config = copy.deepcopy(LOGGING_CONFIG)
-    templates = route_templates(app)
-    config["filters"] = {"route_templates": {"()": lambda: AccessLogPaths(templates)}}
+    config["filters"] = {"route_templates": {"()": "mentor.logs.AccessLogPaths", "templates": route_templates(app)}}
     config["loggers"]["uvicorn.access"]["filters"] = ["route_templates"]
     return config

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import bm25s
 import numpy as np
-from chromadb.api.models.Collection import Collection
 
 from mentor.corpus import Chunk
 from mentor.embeddings import Embedder
-from mentor.errors import InvalidInput, NotFound, NotReady
+from mentor.errors import InvalidInput, NotFound
 from mentor.text import MAX_MESSAGE_CHARS, tokenize
 
 MAX_QUERY_CHARS = MAX_MESSAGE_CHARS  # a follow-up joined to its question is cut to fit (mentor.query)
@@ -77,14 +76,47 @@ class Retrieval:
     coverage: float
 
 
+@dataclass(frozen=True, slots=True)
+class ModuleIndex:
+    """One module's search state: its chunks in reading order, their vectors (row i for chunk i), BM25, vocabulary.
+
+    Built once per module version; a reload that leaves a module unchanged keeps its `ModuleIndex`.
+    """
+
+    chunks: tuple[Chunk, ...]
+    vectors: np.ndarray
+    bm25: bm25s.BM25
+    vocab: frozenset[str]
+
+    @classmethod
+    def build(cls, chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray]) -> ModuleIndex:
+        """Index one module's chunks; `vectors` maps every chunk id to its stored embedding."""
+        tokens = [tokenize(c.embedding_text) for c in chunks]
+        bm25 = bm25s.BM25()
+        bm25.index(tokens, show_progress=False)
+        matrix = np.asarray([vectors[c.id] for c in chunks], dtype=np.float32)
+        return cls(tuple(chunks), matrix, bm25, frozenset(t for doc in tokens for t in doc))
+
+
+def index_modules(chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray]) -> dict[str, ModuleIndex]:
+    """A `ModuleIndex` per module of `chunks`, in the order modules first appear."""
+    by_module: dict[str, list[Chunk]] = {}
+    for chunk in chunks:
+        by_module.setdefault(chunk.module_id, []).append(chunk)
+    return {module_id: ModuleIndex.build(part, vectors) for module_id, part in by_module.items()}
+
+
 class Retriever:
-    """Searches one module at a time; BM25 and the module's vectors (read from Chroma) live in memory."""
+    """Searches one module at a time over its `ModuleIndex`: BM25 and the chunk vectors live in memory.
+
+    A module holds tens of chunks, so an exact dot product over its vectors is cheaper than a Chroma query per
+    question (12% of the service's CPU in the profile) and never misses a neighbour.
+    """
 
     def __init__(
         self,
-        collection: Collection,
         embedder: Embedder,
-        chunks: Sequence[Chunk],
+        modules: Mapping[str, ModuleIndex],
         *,
         rrf_k: int = 60,
         scope_threshold: float = 0.45,
@@ -94,40 +126,12 @@ class Retriever:
         self._rrf_k = rrf_k
         self.scope_threshold = scope_threshold
         self.scope_weight = scope_weight
-        self._chunks: dict[str, list[Chunk]] = {}
-        for chunk in chunks:
-            self._chunks.setdefault(chunk.module_id, []).append(chunk)
-        self._bm25: dict[str, bm25s.BM25] = {}
-        self._vocab: dict[str, frozenset[str]] = {}
-        for module_id, module_chunks in self._chunks.items():
-            tokens = [tokenize(c.embedding_text) for c in module_chunks]
-            index = bm25s.BM25()
-            index.index(tokens, show_progress=False)
-            self._bm25[module_id] = index
-            self._vocab[module_id] = frozenset(t for doc in tokens for t in doc)
-        self._vectors = self._load_vectors(collection)
-
-    def _load_vectors(self, collection: Collection) -> dict[str, np.ndarray]:
-        """Each module's chunk vectors, read once from Chroma, row i for the module's chunk i.
-
-        A module holds tens of chunks, so an exact dot product over them is cheaper than a Chroma query
-        per question (12% of the service's CPU in the profile) and never misses a neighbour.
-        """
-        vectors: dict[str, np.ndarray] = {}
-        for module_id, module_chunks in self._chunks.items():
-            ids = [c.id for c in module_chunks]
-            stored = collection.get(ids=ids, include=["embeddings"])
-            by_id = dict(zip(stored["ids"], stored["embeddings"], strict=True))
-            missing = [cid for cid in ids if cid not in by_id]
-            if missing:
-                raise NotReady(f"index is missing {len(missing)} chunks of {module_id}; run `mentor ingest`")
-            vectors[module_id] = np.asarray([by_id[cid] for cid in ids], dtype=np.float32)
-        return vectors
+        self.modules: dict[str, ModuleIndex] = dict(modules)
 
     def query_terms(self, query: str, module_id: str) -> tuple[list[str], float]:
         """Stemmed query terms, misspellings mapped onto the module's words, and the share of topic terms
         (numbers excluded: they are arguments, not topics) that the module uses."""
-        vocab = self._vocab[module_id]
+        vocab = self.modules[module_id].vocab
         terms: list[str] = []
         topical = matched = 0
         for term in expand_unknown(tokenize(query), vocab):
@@ -145,7 +149,7 @@ class Retriever:
     @property
     def module_ids(self) -> list[str]:
         """Modules this retriever can search."""
-        return list(self._chunks)
+        return list(self.modules)
 
     def search(self, query: str, module_id: str, k: int = 4, *, mode: str = "hybrid") -> Retrieval:
         """Return the `k` best passages of `module_id` for `query`, with the module's relevance to it.
@@ -155,19 +159,20 @@ class Retriever:
         if mode not in ("hybrid", "dense", "bm25"):
             raise InvalidInput(f"mode: must be hybrid, dense or bm25 (got {mode!r})")
         query = validate_query(query)
-        chunks = self._chunks.get(module_id)
-        if chunks is None:
-            raise NotFound(f"unknown module {module_id!r}; known modules: {', '.join(self._chunks) or 'none'}")
+        index = self.modules.get(module_id)
+        if index is None:
+            raise NotFound(f"unknown module {module_id!r}; known modules: {', '.join(self.modules) or 'none'}")
+        chunks = index.chunks
         if not 1 <= k <= 50:
             raise InvalidInput(f"k: must be between 1 and 50 (got {k})")
         vector = self._embedder.embed_query(query)
         depth = min(len(chunks), max(4 * k, 20))
-        similarities = self._vectors[module_id] @ vector
+        similarities = index.vectors @ vector
         top = np.argsort(-similarities, kind="stable")[:depth]
         dense = {chunks[i].id: float(similarities[i]) for i in top}
         terms, coverage = self.query_terms(query, module_id)
         # A question of stop words only ("what is it?") has no terms: BM25 has nothing to say about it.
-        bm25_scores = self._bm25[module_id].get_scores(terms) if terms else np.zeros(len(chunks))
+        bm25_scores = index.bm25.get_scores(terms) if terms else np.zeros(len(chunks))
         fused: dict[str, float] = {}
         if mode != "bm25":
             for rank, cid in enumerate(dense, start=1):

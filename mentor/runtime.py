@@ -1,4 +1,4 @@
-"""Assemble the heavy, long-lived pieces once: embedder, Chroma, the synced index, retriever, database.
+"""Assemble the heavy, long-lived pieces once: embedder, Chroma, the catalog, learner state, database, writer.
 
 Only the edges (`mentor.api` lifespan and `mentor.cli`) call `build_runtime`; everything below receives
 the pieces it needs as arguments.
@@ -7,38 +7,35 @@ the pieces it needs as arguments.
 from __future__ import annotations
 
 import logging
+import os
+import re
+import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from typing import Any
 
-from chromadb.api.models.Collection import Collection
 from sqlalchemy import Engine
 
+from mentor.catalog import Catalog, make_catalog, read_catalog, sync_catalog
 from mentor.chat import ChatService
 from mentor.chat_model import ChatModel, OpenAIChatModel
-from mentor.conversations import MemoryConversationStore, MemoryRateLimiter
-from mentor.corpus import Chunk, Module, chunk_corpus, load_corpus
+from mentor.conversations import ConversationStore, MemoryConversationStore, MemoryRateLimiter, RateLimiter
+from mentor.corpus import Module
 from mentor.db import make_engine, ping
 from mentor.embeddings import Embedder, SentenceTransformerEmbedder
 from mentor.engines.extractive import ExtractiveEngine
 from mentor.engines.llm import LLMEngine
-from mentor.errors import NotReady
-from mentor.index import (
-    IngestReport,
-    build_index,
-    connect_collection,
-    describe_unreachable,
-    index_status,
-    is_unreachable,
-)
+from mentor.errors import ConfigError, NotReady
+from mentor.index import Index, IngestReport, connect_index, describe_unreachable, index_status, is_unreachable
 from mentor.privacy import load_or_create_secret
 from mentor.prompts import load_prompt
 from mentor.record import SignalSink
 from mentor.retrieve import Retriever
 from mentor.settings import Settings
-from mentor.signals.schema import migrate
+from mentor.signals.schema import migrate, schema_behind
 from mentor.signals.writer import SignalWriter
 
 log = logging.getLogger(__name__)
@@ -61,44 +58,125 @@ class Readiness:
         return "ready" if all(value.startswith("ok") for value in self.detail.values()) else "degraded"
 
 
+@dataclass(frozen=True, slots=True)
+class LearnerState:
+    """Conversations and rate limits: in this process's memory, or in Redis where replicas share them."""
+
+    conversations: ConversationStore
+    limiter: RateLimiter
+    redis: Any = None  # mentor.redis_state.RedisClients when shared (imported only then)
+
+    def status(self) -> str:
+        """For the readiness report: "ok (...)" or what is wrong."""
+        if self.redis is None:
+            return "ok (in this process's memory)"
+        try:
+            self.redis.sync.ping()
+        except Exception as exc:
+            return f"unavailable: {type(exc).__name__}"
+        return "ok (Redis)"
+
+    @classmethod
+    def build(cls, settings: Settings) -> LearnerState:
+        """Redis when `redis_url` is set, otherwise this process's memory."""
+        if settings.redis_url:
+            from mentor.redis_state import RedisConversationStore, RedisRateLimiter, connect_redis
+
+            clients = connect_redis(settings.redis_url)
+            return cls(
+                RedisConversationStore(
+                    clients,
+                    prefix=settings.redis_prefix,
+                    ttl_s=settings.conversation_ttl_s,
+                    max_conversation_bytes=settings.max_conversation_kb * 1024,
+                ),
+                RedisRateLimiter(clients, prefix=settings.redis_prefix, per_minute=settings.rate_limit_per_minute),
+                clients,
+            )
+        return cls.in_memory(settings)
+
+    @classmethod
+    def in_memory(cls, settings: Settings) -> LearnerState:
+        """State of this process alone: the embedded default, and replays that must not touch learners' state."""
+        return cls(
+            MemoryConversationStore(
+                ttl_s=settings.conversation_ttl_s,
+                max_conversations=settings.max_conversations,
+                max_bytes=settings.max_conversation_store_mb * 1024 * 1024,
+                max_conversation_bytes=settings.max_conversation_kb * 1024,
+            ),
+            MemoryRateLimiter(settings.rate_limit_per_minute),
+        )
+
+
 @dataclass
 class Runtime:
     """Everything a request needs that is expensive to build."""
 
     settings: Settings
     embedder: Embedder
-    collection: Collection
-    modules: dict[str, Module]
-    chunks: list[Chunk]
-    retriever: Retriever
+    index: Index
     database: Engine  # the signals database (SQLAlchemy's engine; "engine" names the answer engines)
-    ingest_report: IngestReport
+    ingest_report: IngestReport | None  # None when this process served what `mentor ingest` published
     chat: ChatService
     writer: SignalWriter
     analyst_token: str
+    state: LearnerState
+
+    @property
+    def catalog(self) -> Catalog:
+        """The modules served now (a shared index may swap in a newer catalog at any time)."""
+        return self.chat.catalog
+
+    @property
+    def modules(self) -> dict[str, Module]:
+        return self.chat.catalog.modules
+
+    @property
+    def retriever(self) -> Retriever:
+        return self.chat.catalog.retriever
 
     def module(self, module_id: str | None) -> Module:
         """Resolve a module id; it may be omitted only while the corpus holds a single module."""
         return self.chat.module(module_id)
 
+    def refresh(self) -> bool:
+        """Serve what the shared index publishes now, if it changed; True when a new catalog was swapped in."""
+        catalog = read_catalog(self.settings, self.embedder, self.index, self.chat.catalog)
+        if catalog is None:
+            return False
+        self.chat.use(catalog)
+        log.info("serving %s (catalog %s)", catalog.describe(), catalog.stamp)
+        return True
+
     def readiness(self, timeout_s: float = READY_TIMEOUT_S) -> Readiness:
         """Check what a question needs and report the rest.
 
-        A question needs only what start-up loaded: the module vectors and BM25 live in memory, so answers go
+        A question needs only the catalog in memory: the module vectors and BM25 live there, so answers go
         on while the Chroma server is down, and signals go to the spool while the database is. Those two are
         reported as degraded, never as not ready: a 503 there would take every replica out of a load balancer
         while each of them could still answer.
         """
-        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="readiness")
+        pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="readiness")
         probes = {
-            "index": (pool.submit(index_status, self.collection), "answers use the vectors loaded at start"),
-            "database": (pool.submit(_database_status, self.database), "signals are spooled until it is back"),
+            "learner_state": (
+                pool.submit(self.state.status),
+                "questions are answered without conversation memory or rate limits; erasure refused",
+            ),
+            "index": (pool.submit(index_status, self.index.chunks), "answers use the modules already loaded"),
+            "database": (
+                pool.submit(_database_status, self.database, self.settings.migrate_database),
+                "signals are spooled until it is back",
+            ),
         }
         # Do not wait for a probe stuck on a hung server: the report says so, and the clients' time-outs end it.
         pool.shutdown(wait=False)
-        modules = self.retriever.module_ids
-        loaded = f"{len(self.chunks)} chunks of {len(modules)} module{'s' if len(modules) != 1 else ''}"
-        detail = {"retrieval": f"ok ({loaded} in memory)" if modules else "no module loaded: nothing can be answered"}
+        catalog = self.catalog
+        detail = {
+            "retrieval": f"ok ({catalog.describe()} in memory)"
+            if catalog.modules
+            else "no module loaded: nothing can be answered (run `mentor ingest`)"
+        }
         deadline = time.monotonic() + timeout_s
         for name, (probe, consequence) in probes.items():
             try:
@@ -106,7 +184,7 @@ class Runtime:
             except FutureTimeout:
                 state = f"unavailable: no answer within {timeout_s:g} s"
             detail[name] = state if state.startswith("ok") else f"{state}; {consequence}"
-        return Readiness(answerable=bool(modules), detail=detail)
+        return Readiness(answerable=bool(catalog.modules), detail=detail)
 
 
 def build_runtime(
@@ -117,27 +195,31 @@ def build_runtime(
     progress: Callable[[int], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
 ) -> Runtime:
-    """Load the corpus, bring the index in line with it (embedding only what changed), open the database.
+    """Open the index and the database and assemble the chat.
 
-    A Chroma server that is not up yet is waited for (the `chroma_wait_s` setting); one that stays away, or
-    goes away during the sync, is a `NotReady` with one plain sentence.
+    A process that owns its index (the embedded default, or `sync_on_start`) brings it in line with the corpus,
+    embedding only what changed; a replica of a shared index serves what `mentor ingest` published, or nothing
+    yet (readiness says so, and `refresh` picks the modules up when they appear). A Chroma server that is not
+    up yet is waited for (`chroma_wait_s`); one that stays away, or goes away during the sync, is a `NotReady`
+    with one plain sentence. Shared secrets are checked first, so a misconfigured replica stops at once.
     """
+    analyst = analyst_token(settings)
+    key = pseudonym_secret(settings)
     # Owner-only: the data directory holds the index, the signals database, the spool and the keys.
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    modules = load_corpus(settings.corpus_dir)
-    chunks = chunk_corpus(modules, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
     embedder = embedder or SentenceTransformerEmbedder(settings.embedding_model, batch_size=settings.embed_batch_size)
-    collection = connect_collection(settings, embedder, wait_s=settings.chroma_wait_s)
+    index = connect_index(settings, embedder, owner=settings.sync_index, wait_s=settings.chroma_wait_s)
+    report = None
     try:
-        report = build_index(collection, chunks, embedder, progress=progress, on_plan=on_plan)
-        retriever = Retriever(
-            collection,
-            embedder,
-            chunks,
-            rrf_k=settings.rrf_k,
-            scope_threshold=settings.scope_threshold,
-            scope_weight=settings.scope_weight,
-        )
+        if settings.sync_index:
+            catalog, report = sync_catalog(settings, embedder, index, progress=progress, on_plan=on_plan)
+        else:
+            catalog = read_catalog(settings, embedder, index, None)
+    except NotReady as exc:
+        if settings.sync_index or not settings.chroma_url:
+            raise
+        log.warning("the shared index is not complete yet (%s): serving once `mentor ingest` has run", exc.message)
+        catalog = None
     except Exception as exc:
         if not is_unreachable(exc):
             raise
@@ -145,59 +227,126 @@ def build_runtime(
         raise NotReady(
             f"Chroma server at {settings.chroma_url} went away during start-up ({describe_unreachable(exc)})"
         ) from exc
-    by_id = {m.id: m for m in modules}
-    engine = make_engine(settings.database)
-    try:
-        migrate(engine)
-    except Exception as exc:  # the writer spools until the database is back, then migrates it
-        log.warning("signals database not reachable at start (%s); signals will be spooled", type(exc).__name__)
-    writer = SignalWriter(engine, settings.data_dir / "signals.spool", embed=embedder.embed_query)
-    chat = build_chat(settings, by_id, retriever, embedder, sink=writer, chat_model=chat_model)
+    catalog = catalog or make_catalog(settings, embedder, {}, {}, {})
+    database = make_engine(settings.database)
+    if settings.migrate_database:
+        try:
+            migrate(database)
+        except Exception as exc:  # the writer spools until the database is back, then migrates it
+            log.warning("signals database not reachable at start (%s); signals will be spooled", type(exc).__name__)
+    state = LearnerState.build(settings)
+    writer = SignalWriter(
+        database,
+        settings.data_dir / "spool" / f"{process_name()}.jsonl",
+        embed=embedder.embed_query,
+        erased_since=state.conversations.erased_since,
+        migrate=settings.migrate_database,
+    )
+    chat = build_chat(settings, catalog, embedder, sink=writer, chat_model=chat_model, state=state, pseudonym_key=key)
     return Runtime(
         settings=settings,
         embedder=embedder,
-        collection=collection,
-        modules=by_id,
-        chunks=chunks,
-        retriever=retriever,
-        database=engine,
+        index=index,
+        database=database,
         ingest_report=report,
         chat=chat,
         writer=writer,
-        analyst_token=analyst_token(settings),
+        analyst_token=analyst,
+        state=state,
     )
 
 
-def _database_status(engine: Engine) -> str:
+def ingest_corpus(
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    progress: Callable[[int], None] | None = None,
+    on_plan: Callable[[int], None] | None = None,
+) -> tuple[Catalog, IngestReport]:
+    """The one-off ingest job: bring the index in line with the corpus and publish its modules (no database)."""
+    embedder = embedder or SentenceTransformerEmbedder(settings.embedding_model, batch_size=settings.embed_batch_size)
+    if not settings.chroma_url:
+        settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    index = connect_index(settings, embedder, owner=True, wait_s=settings.chroma_wait_s)
+    return sync_catalog(settings, embedder, index, progress=progress, on_plan=on_plan)
+
+
+def prepare_for_workers(settings: Settings, workers: int) -> None:
+    """Before `workers` processes start on one machine: check they can agree, and run the one-off jobs once."""
+    if not settings.redis_url:
+        raise ConfigError(
+            f"{workers} workers need MENTOR_REDIS_URL: conversations, rate limits and erasures must be shared "
+            "between them (one worker keeps them in memory)"
+        )
+    analyst_token(settings)
+    pseudonym_secret(settings)
+    if settings.sync_index:
+        catalog, report = ingest_corpus(settings)
+        log.info("index: %s (%s)", catalog.describe(), report)
+    if settings.migrate_database:
+        settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        migrate(make_engine(settings.database))
+
+
+def process_name() -> str:
+    """This process's name among replicas sharing a directory: host and pid (a restart adopts the old spool)."""
+    host = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:64] or "host"
+    return f"{host}-{os.getpid()}"
+
+
+def _database_status(engine: Engine, owned: bool) -> str:
     try:
         ping(engine)
+        behind = None if owned else schema_behind(engine)
     except NotReady as exc:
         return f"unavailable ({exc.message})"
-    return "ok"
+    except Exception as exc:
+        return f"unavailable ({type(exc).__name__})"
+    return f"behind ({behind})" if behind else "ok"
 
 
 def analyst_token(settings: Settings) -> str:
-    """The configured analyst token, or the one generated on first start and kept in the data directory."""
+    """The configured analyst token, or (one process only) the one generated on first start in the data directory."""
     if settings.analyst_token:
         return settings.analyst_token.get_secret_value()
+    require_shared_secret(settings, "MENTOR_ANALYST_TOKEN")
     path = settings.data_dir / "analyst.token"
     token = load_or_create_secret(path)
     log.info("analyst token (no MENTOR_ANALYST_TOKEN set) is kept in %s", path.resolve())
     return token
 
 
+def pseudonym_secret(settings: Settings) -> bytes:
+    """The configured pseudonym key, or (one process only) the one generated on first start in the data directory."""
+    if settings.pseudonym_key:
+        return settings.pseudonym_key.get_secret_value().encode("utf-8")
+    require_shared_secret(settings, "MENTOR_PSEUDONYM_KEY")
+    return load_or_create_secret(settings.data_dir / "pseudonym.key").encode("utf-8")
+
+
+def require_shared_secret(settings: Settings, name: str) -> None:
+    """Refuse to make up a secret that replicas must agree on: each would make its own."""
+    if settings.shared:
+        raise ConfigError(
+            f"{name} must be set when Redis or PostgreSQL is configured: every replica must use the same one "
+            f"(generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+
+
 def build_chat(
     settings: Settings,
-    modules: dict[str, Module],
-    retriever: Retriever,
+    catalog: Catalog,
     embedder: Embedder,
     *,
     sink: SignalSink,
     chat_model: ChatModel | None = None,
+    state: LearnerState | None = None,
+    pseudonym_key: bytes | None = None,
 ) -> ChatService:
     """The chat service: the LLM engine when one is configured (or given), the extractive engine always.
 
     Every answered question goes to `sink`: the signal writer, or `NO_SINK` where nothing is to be logged.
+    `state` holds conversations and rate limits (built from the settings when not given).
     """
     if chat_model is None and settings.llm_enabled:
         chat_model = OpenAIChatModel(
@@ -214,21 +363,14 @@ def build_chat(
             max_tool_rounds=settings.llm_max_tool_rounds,
             history_chars=settings.llm_history_tokens * 4,
         )
-    key = (
-        settings.pseudonym_key.get_secret_value()
-        if settings.pseudonym_key
-        else load_or_create_secret(settings.data_dir / "pseudonym.key")
-    )
+    state = state or LearnerState.build(settings)
     return ChatService(
-        modules=modules,
-        retriever=retriever,
+        catalog=catalog,
         extractive=ExtractiveEngine(embedder),
         llm=llm,
-        conversations=MemoryConversationStore(
-            ttl_s=settings.conversation_ttl_s, max_conversations=settings.max_conversations
-        ),
-        limiter=MemoryRateLimiter(settings.rate_limit_per_minute),
-        pseudonym_key=key.encode("utf-8"),
+        conversations=state.conversations,
+        limiter=state.limiter,
+        pseudonym_key=pseudonym_key or pseudonym_secret(settings),
         top_k=settings.top_k,
         sink=sink,
     )

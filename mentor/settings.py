@@ -98,15 +98,49 @@ class Settings(BaseSettings):
     max_conversations: int = Field(
         50_000, ge=10, description="Conversations kept in memory at most (least recently used are dropped)."
     )
+    max_conversation_kb: int = Field(
+        16,
+        ge=1,
+        le=1024,
+        description="Kilobytes of turns kept per conversation (its latest turns that fit, always the last one).",
+    )
+    max_conversation_store_mb: int = Field(
+        64, ge=1, le=65_536, description="Megabytes the in-memory conversation store holds at most (LRU eviction)."
+    )
+    redis_url: str | None = Field(
+        None,
+        description="Redis URL (e.g. redis://redis:6379/0) for the state replicas share: conversations, rate "
+        "limits, who asked each recent question, erasures. Unset: kept in this process's memory (one replica).",
+    )
+    redis_prefix: str = Field(
+        "mentor",
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="Prefix of every Redis key mentor writes, so deployments can share one Redis.",
+    )
+    sync_on_start: bool | None = Field(
+        None,
+        description="Ingest the corpus and upgrade the signals schema at start. Unset: only what this process owns "
+        "(an embedded Chroma index, a SQLite database); a shared Chroma server or PostgreSQL is prepared by the "
+        "one-off jobs `mentor ingest` and `mentor db upgrade`, so replicas never race on them.",
+    )
+    reload_interval_s: float = Field(
+        2.0,
+        ge=0,
+        le=3600,
+        description="Seconds between checks of a shared index for modules another process ingested (0: never); "
+        "a changed module is served without a restart.",
+    )
     pseudonym_key: SecretStr | None = Field(
         None,
         description="Secret for learner pseudonyms (HMAC-SHA256 of the host app's learner id). Unset: generated "
-        "once and kept in data_dir/pseudonym.key.",
+        "once and kept in data_dir/pseudonym.key; required (start-up refuses) with Redis or PostgreSQL, where "
+        "every replica must derive the same pseudonyms.",
     )
     analyst_token: SecretStr | None = Field(
         None,
         description="Bearer token for the analyst routes (/v1/signals/*, DELETE /v1/learners/*). Unset: generated "
-        "on first start and kept in data_dir/analyst.token (the start-up log says where).",
+        "on first start and kept in data_dir/analyst.token (the start-up log says where); required (start-up "
+        "refuses) with Redis or PostgreSQL, where every replica must accept the same token.",
     )
     min_cohort: int = Field(5, ge=1, le=1000, description="Aggregates hide any group with fewer distinct learners.")
     public_url: str = Field(
@@ -121,6 +155,21 @@ class Settings(BaseSettings):
     def llm_enabled(self) -> bool:
         """True when an OpenAI-compatible LLM is configured; otherwise the extractive engine answers."""
         return bool(self.llm_base_url or self.llm_model or self.llm_api_key)
+
+    @property
+    def shared(self) -> bool:
+        """True when replicas may share this configuration's state: Redis or a server database is configured."""
+        return bool(self.redis_url) or not self.database.startswith("sqlite")
+
+    @property
+    def sync_index(self) -> bool:
+        """Whether start-up ingests the corpus: asked for, or an embedded index this process owns."""
+        return self.sync_on_start if self.sync_on_start is not None else not self.chroma_url
+
+    @property
+    def migrate_database(self) -> bool:
+        """Whether start-up upgrades the signals schema: asked for, or a SQLite file this process owns."""
+        return self.sync_on_start if self.sync_on_start is not None else self.database.startswith("sqlite")
 
     @property
     def chroma_path(self) -> Path:

@@ -45,6 +45,9 @@ def make_settings(tmp_path: Path, **overrides):
     from mentor.settings import Settings
 
     values = {"data_dir": tmp_path / "data", "corpus_dir": CORPUS} | overrides
+    if values.get("redis_url") or str(values.get("database_url") or "sqlite").startswith("postgresql"):
+        # A shared configuration refuses to start without the secrets every replica must agree on.
+        values = {"pseudonym_key": "test-pseudonym-key", "analyst_token": "test-analyst-token"} | values
     return Settings(**values)
 
 

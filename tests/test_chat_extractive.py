@@ -179,7 +179,7 @@ def test_rate_limit_answers_429_with_retry_after(tmp_path, runtime) -> None:
     limited = replace(
         runtime,
         settings=settings,
-        chat=build_chat(settings, runtime.modules, runtime.retriever, runtime.embedder, sink=NO_SINK),
+        chat=build_chat(settings, runtime.catalog, runtime.embedder, sink=NO_SINK),
     )
     with TestClient(create_app(settings, runtime=limited)) as test_client:
         codes = [

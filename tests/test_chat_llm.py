@@ -37,7 +37,7 @@ def llm(tmp_path, runtime):
         settings = make_settings(
             tmp_path, llm_base_url=stub.url, llm_model="stub-model", llm_timeout_s=1.0, rate_limit_per_minute=10_000
         )
-        chat = build_chat(settings, runtime.modules, runtime.retriever, runtime.embedder, sink=NO_SINK)
+        chat = build_chat(settings, runtime.catalog, runtime.embedder, sink=NO_SINK)
         app = create_app(settings, runtime=replace(runtime, settings=settings, chat=chat))
         with TestClient(app) as client:
             yield stub, client, app
@@ -192,8 +192,7 @@ def test_poisoned_passage_text_is_neutralised_before_the_model_sees_it(llm, runt
     stub, _, _ = llm
     engine = build_chat(
         make_settings(runtime.settings.data_dir, llm_base_url=stub.url),
-        runtime.modules,
-        runtime.retriever,
+        runtime.catalog,
         runtime.embedder,
         sink=NO_SINK,
     ).llm
@@ -218,11 +217,14 @@ def test_poisoned_passage_text_is_neutralised_before_the_model_sees_it(llm, runt
 def test_links_survive_only_when_the_module_has_them(llm, runtime, tmp_path) -> None:
     from dataclasses import replace as swap
 
+    from mentor.catalog import make_catalog
+
     stub, _, _ = llm
     module = runtime.modules[MODULE_ID]
     modules = {MODULE_ID: swap(module, body=module.body + "\nSee https://docs.example.org/zero for more.\n")}
     settings = make_settings(tmp_path, llm_base_url=stub.url, llm_model="stub-model", rate_limit_per_minute=10_000)
-    chat = build_chat(settings, modules, runtime.retriever, runtime.embedder, sink=NO_SINK)
+    catalog = make_catalog(settings, runtime.embedder, modules, runtime.retriever.modules, runtime.catalog.digests)
+    chat = build_chat(settings, catalog, runtime.embedder, sink=NO_SINK)
 
     def linking(request: dict) -> Reply:
         grounded = grounded_zero_answer(request).content

@@ -26,14 +26,14 @@ def cli(tmp_path, monkeypatch):
 def test_help_explains_every_command(cli) -> None:
     result = cli("--help")
     assert result.exit_code == 0
-    for command in ("ingest", "search", "serve", "calibrate"):
+    for command in ("ingest", "search", "serve", "calibrate", "db"):
         assert command in result.output
 
 
 def test_ingest_then_search_json(cli) -> None:
     first = cli("ingest")
     assert first.exit_code == 0, first.output
-    assert "12 chunks: added 12, updated 0, removed 0, unchanged 0" in first.output
+    assert "12 chunks of 1 module: added 12, updated 0, removed 0, unchanged 0" in first.output
     again = cli("ingest")
     assert "added 0, updated 0, removed 0" in again.output and "(0 embeddings computed)" in again.output
     result = cli("search", "why keep an fp32 master copy", "--module", MODULE_ID, "--k", "2", "--json")
@@ -75,3 +75,24 @@ def test_ask_logs_a_signal_and_signals_commands_read_it(cli, tmp_path) -> None:
     assert cli("signals", "purge", "--older-than", "soon").exit_code == 2
     assert cli("signals", "export", "--format", "pdf").exit_code == 2
     assert cli("ask", "").exit_code == 2
+
+
+def test_db_upgrade_brings_a_new_database_to_the_latest_schema_and_says_so(cli, tmp_path, monkeypatch) -> None:
+    from mentor.db import make_engine
+    from mentor.signals.schema import schema_behind
+
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    monkeypatch.setenv("MENTOR_DATABASE_URL", url)
+    assert "mentor db upgrade" in schema_behind(make_engine(url))
+    result = cli("db", "upgrade")
+    assert result.exit_code == 0, result.output
+    assert "up to date" in result.output and schema_behind(make_engine(url)) is None
+
+
+def test_a_shared_configuration_without_its_secrets_is_refused_in_one_line(cli, monkeypatch) -> None:
+    monkeypatch.setenv("MENTOR_REDIS_URL", "redis://127.0.0.1:6379/11")
+    monkeypatch.delenv("MENTOR_PSEUDONYM_KEY", raising=False)
+    monkeypatch.delenv("MENTOR_ANALYST_TOKEN", raising=False)
+    result = cli("ask", "what is ZeRO?")
+    assert result.exit_code != 0
+    assert result.output.strip().splitlines()[-1].startswith("error: MENTOR_ANALYST_TOKEN must be set when Redis")

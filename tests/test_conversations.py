@@ -1,24 +1,239 @@
-"""The conversation store: bounded by count, by bytes per conversation and by bytes overall; expiring; erasable."""
+"""The conversation stores: the Protocol's contract, run against the memory store and the Redis one; then the memory
+store's own bounds (count, bytes per conversation, bytes overall), expiry and erasure."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import tracemalloc
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
+import redis
 
 from mentor.answer import Turn
-from mentor.conversations import CONVERSATION_OVERHEAD_BYTES, MemoryConversationStore, turn_bytes
-from mentor.errors import NotFound
+from mentor.conversations import (
+    CONVERSATION_OVERHEAD_BYTES,
+    ConversationStore,
+    MemoryConversationStore,
+    turn_bytes,
+)
+from mentor.errors import InvalidInput, NotFound
+from mentor.redis_state import RedisClients, RedisConversationStore, connect_redis
 
 MODULE = "P10.llm-systems-frontier.02"
+OTHER_MODULE = "P10.llm-systems-frontier.03"
+REDIS_URL = "redis://127.0.0.1:6379/0"
 run = asyncio.run  # the store's methods are async (a shared store does I/O); the memory one never awaits
 
 
 def long_turn(n: int) -> Turn:
     """A turn of the soak's long kind: a ~3,900-character question and an answer of ~1,500 characters."""
     return Turn(f"question {n}: " + "how does ZeRO shard optimizer state " * 108, f"answer {n}: " + "it shards " * 150)
+
+
+class Backend:
+    """Builds stores of one kind for a test. Each Redis store has its own clients, as a replica would, and all of
+    a test's share one key prefix, removed afterwards."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.prefix = f"test-conversations:{uuid.uuid4().hex}"
+        self._clients: list[RedisClients] = []
+
+    def store(
+        self, *, ttl_s: float = 3600, max_conversation_bytes: int = 16 * 1024, tombstone_ttl_s: float = 3600
+    ) -> ConversationStore:
+        if self.kind == "memory":
+            return MemoryConversationStore(
+                ttl_s=ttl_s,
+                max_conversations=1000,
+                max_conversation_bytes=max_conversation_bytes,
+                tombstone_ttl_s=tombstone_ttl_s,
+            )
+        clients = connect_redis(REDIS_URL)
+        self._clients.append(clients)
+        return RedisConversationStore(
+            clients,
+            prefix=self.prefix,
+            ttl_s=ttl_s,
+            max_conversation_bytes=max_conversation_bytes,
+            tombstone_ttl_s=tombstone_ttl_s,
+        )
+
+    def run(self, scenario: Callable[[], Awaitable[Any]]) -> None:
+        """Run one scenario in one event loop (the Redis clients' pools belong to the loop that used them)."""
+
+        async def main() -> None:
+            try:
+                await scenario()
+            finally:
+                for clients in self._clients:
+                    await clients.aclose()
+                self._clients.clear()
+
+        asyncio.run(main())
+
+    def remove_keys(self) -> None:
+        with redis.Redis.from_url(REDIS_URL) as client:
+            for key in client.scan_iter(match=f"{self.prefix}:*", count=1000):
+                client.delete(key)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    backend = Backend(request.param)
+    yield backend
+    backend.remove_keys()
+
+
+async def turns_of(store: ConversationStore, conversation_id: str, learner_key: str = "k") -> list[Turn]:
+    """The turns a later question of the learner would see."""
+    return list((await store.open(conversation_id, learner_key=learner_key, module_id=MODULE)).turns)
+
+
+def test_a_follow_up_sees_the_earlier_turns_in_order(backend: Backend) -> None:
+    async def scenario() -> None:
+        store = backend.store()
+        first = await store.open(None, learner_key="k", module_id=MODULE)
+        assert list(first.turns) == []
+        await store.append(first, Turn("what is ZeRO?", "it shards optimizer state"))
+        follow_up = await store.open(first.id, learner_key="k", module_id=MODULE)
+        assert list(follow_up.turns) == [Turn("what is ZeRO?", "it shards optimizer state")]
+        await store.append(follow_up, Turn("and stage 3? ünïcödé ✓", "parameters too"))
+        assert await turns_of(store, first.id) == [
+            Turn("what is ZeRO?", "it shards optimizer state"),
+            Turn("and stage 3? ünïcödé ✓", "parameters too"),
+        ]
+        other = await store.open(None, learner_key="k", module_id=MODULE)
+        assert other.id != first.id and await turns_of(store, other.id) == []
+
+    backend.run(scenario)
+
+
+def test_a_conversation_is_its_learners_and_its_modules_alone(backend: Backend) -> None:
+    async def scenario() -> None:
+        store = backend.store()
+        mine = await store.open(None, learner_key="k", module_id=MODULE)
+        await store.append(mine, Turn("secret question", "secret answer"))
+        message = f"conversation {mine.id} not found for this learner and module"
+        with pytest.raises(NotFound, match=message):
+            await store.open(mine.id, learner_key="someone-else", module_id=MODULE)
+        with pytest.raises(NotFound, match=message):
+            await store.open(mine.id, learner_key="k", module_id=OTHER_MODULE)
+        with pytest.raises(NotFound):
+            await store.open(uuid.uuid4().hex, learner_key="k", module_id=MODULE)
+        for malformed in ("", "../../etc", "A" * 32, mine.id + "0"):
+            with pytest.raises(InvalidInput, match="conversation_id: must be the 32-character id"):
+                await store.open(malformed, learner_key="k", module_id=MODULE)
+        assert await turns_of(store, mine.id) == [Turn("secret question", "secret answer")]
+
+    backend.run(scenario)
+
+
+def test_a_conversation_keeps_its_last_twenty_turns(backend: Backend) -> None:
+    async def scenario() -> None:
+        store = backend.store()
+        conversation = await store.open(None, learner_key="k", module_id=MODULE)
+        for n in range(25):
+            await store.append(conversation, Turn(f"what is stage {n}?", "short answer"))
+        expected = [f"what is stage {n}?" for n in range(5, 25)]
+        assert [t.question for t in conversation.turns] == expected
+        assert [t.question for t in await turns_of(store, conversation.id)] == expected
+
+    backend.run(scenario)
+
+
+def test_a_conversation_keeps_its_latest_turns_that_fit_its_byte_budget(backend: Backend) -> None:
+    async def scenario() -> None:
+        store = backend.store(max_conversation_bytes=16 * 1024)
+        conversation = await store.open(None, learner_key="k", module_id=MODULE)
+        turns = [long_turn(n) for n in range(20)]
+        for turn in turns:
+            await store.append(conversation, turn)
+        kept = await turns_of(store, conversation.id)
+        assert kept == turns[-len(kept) :], "the most recent turns are the ones kept, in order"
+        assert 2 <= len(kept) < 20
+        assert sum(len(t.question.encode()) + len(t.answer.encode()) for t in kept) <= 16 * 1024
+        assert list(conversation.turns) == kept, "the caller's copy holds what the store holds"
+
+        tight = backend.store(max_conversation_bytes=2 * 1024)  # the latest turn stays even alone over budget
+        small = await tight.open(None, learner_key="k", module_id=MODULE)
+        await tight.append(small, Turn("short?", "short."))
+        await tight.append(small, long_turn(1))
+        assert await turns_of(tight, small.id) == [long_turn(1)]
+
+    backend.run(scenario)
+
+
+def test_conversations_and_askers_expire_unless_used(backend: Backend) -> None:
+    async def scenario() -> None:
+        store = backend.store(ttl_s=0.6)
+        kept = await store.open(None, learner_key="k", module_id=MODULE)
+        await store.append(kept, Turn("q", "a"))
+        left = await store.open(None, learner_key="k", module_id=MODULE)
+        await store.remember_asker("a" * 32, "k")
+        for _ in range(3):  # used every 0.3 s: alive well past its TTL
+            await asyncio.sleep(0.3)
+            assert await turns_of(store, kept.id) == [Turn("q", "a")]
+        with pytest.raises(NotFound):
+            await store.open(left.id, learner_key="k", module_id=MODULE)
+        assert await store.asker("a" * 32) is None
+        await asyncio.sleep(0.8)
+        with pytest.raises(NotFound):
+            await store.open(kept.id, learner_key="k", module_id=MODULE)
+        await store.append(kept, Turn("late", "turn"))  # an expired conversation is not brought back
+        with pytest.raises(NotFound):
+            await store.open(kept.id, learner_key="k", module_id=MODULE)
+
+    backend.run(scenario)
+
+
+def test_erasure_drops_the_learners_conversations_and_askers_and_leaves_a_tombstone(backend: Backend) -> None:
+    async def scenario() -> None:
+        store = backend.store()
+        gone = [await store.open(None, learner_key="erase-me", module_id=m) for m in (MODULE, OTHER_MODULE)]
+        for conversation in gone:
+            await store.append(conversation, Turn("my question", "an answer"))
+        await store.remember_asker("e" * 32, "erase-me")
+        kept = await store.open(None, learner_key="keep-me", module_id=MODULE)
+        await store.append(kept, Turn("their question", "their answer"))
+        await store.remember_asker("f" * 32, "keep-me")
+
+        before = time.time()
+        assert await store.forget_learner("erase-me") == 2
+        after = time.time()
+        for conversation in gone:
+            with pytest.raises(NotFound):
+                await store.open(conversation.id, learner_key="erase-me", module_id=conversation.module_id)
+        assert await store.asker("e" * 32) is None
+        await store.append(gone[0], Turn("answered during the erasure", "..."))  # not stored again
+        with pytest.raises(NotFound):
+            await store.open(gone[0].id, learner_key="erase-me", module_id=MODULE)
+        assert await turns_of(store, kept.id, "keep-me") == [Turn("their question", "their answer")]
+        assert await store.asker("f" * 32) == "keep-me"
+
+        erased = await asyncio.to_thread(store.erased_since, {"erase-me", "keep-me", "never-seen"})
+        assert list(erased) == ["erase-me"]
+        assert before <= erased["erase-me"] <= after
+        assert await store.forget_learner("erase-me") == 0  # erasing again is harmless, and the latest time counts
+        assert store.erased_since(["erase-me"])["erase-me"] >= erased["erase-me"]
+        assert store.erased_since([]) == {}
+
+    backend.run(scenario)
+
+
+def test_a_tombstone_expires(backend: Backend) -> None:
+    async def scenario() -> None:
+        store = backend.store(tombstone_ttl_s=0.3)
+        await store.forget_learner("erase-me")
+        assert set(store.erased_since(["erase-me"])) == {"erase-me"}
+        await asyncio.sleep(0.5)
+        assert store.erased_since(["erase-me"]) == {}
+
+    backend.run(scenario)
 
 
 def recount(store: MemoryConversationStore) -> int:

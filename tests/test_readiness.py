@@ -6,6 +6,7 @@ start-up tests run the `mentor` command as a subprocess against a closed port or
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import socket
@@ -23,9 +24,9 @@ from sqlalchemy import create_engine, select, text
 from sqlmodel import Session
 
 from mentor.api import create_app
+from mentor.catalog import make_catalog
 from mentor.errors import NotReady
-from mentor.index import chroma_client, connect_collection
-from mentor.retrieve import Retriever
+from mentor.index import chroma_client, connect_index
 from mentor.runtime import READY_TIMEOUT_S, build_runtime
 from mentor.signals.tables import QuestionRow
 
@@ -82,7 +83,11 @@ def test_livez_is_a_trivial_alias_of_healthz(client) -> None:
 
 def test_readyz_stays_200_naming_the_index_while_chroma_is_down(tmp_path, chroma_proxy, embedder) -> None:
     settings = make_settings(
-        tmp_path, chroma_url=f"http://127.0.0.1:{chroma_proxy.port}", collection="readiness", rate_limit_per_minute=100
+        tmp_path,
+        chroma_url=f"http://127.0.0.1:{chroma_proxy.port}",
+        collection="readiness",
+        rate_limit_per_minute=100,
+        sync_on_start=True,
     )
     runtime = build_runtime(settings, embedder=embedder)
     try:
@@ -93,7 +98,7 @@ def test_readyz_stays_200_naming_the_index_while_chroma_is_down(tmp_path, chroma
             assert ready.status_code == 200, ready.text
             detail = ready.json()["detail"]
             assert ready.json()["status"] == "degraded" and detail["index"].startswith("unavailable")
-            assert "vectors loaded at start" in detail["index"]
+            assert "modules already loaded" in detail["index"]
             assert detail["database"] == "ok" and detail["retrieval"].startswith("ok")
             assert answers(http)  # the in-memory vectors answer while Chroma is away
             chroma_proxy.up()
@@ -106,7 +111,7 @@ def test_readyz_stays_200_naming_the_database_while_it_is_down(tmp_path, pg_sche
     proxy = Proxy(5432)
     proxy.up()
     database = f"postgresql+psycopg://postgres@127.0.0.1:{proxy.port}/test?options=-csearch_path%3D{pg_schema}"
-    settings = make_settings(tmp_path, database_url=database, rate_limit_per_minute=100)
+    settings = make_settings(tmp_path, database_url=database, rate_limit_per_minute=100, sync_on_start=True)
     runtime = build_runtime(settings, embedder=embedder)
     try:
         with serve(create_app(settings, runtime=runtime)) as url, httpx.Client(base_url=url, timeout=30) as http:
@@ -130,7 +135,9 @@ def test_readyz_stays_200_naming_the_database_while_it_is_down(tmp_path, pg_sche
 
 
 def test_readyz_answers_within_its_budget_when_chroma_hangs(tmp_path, chroma_proxy, embedder) -> None:
-    settings = make_settings(tmp_path, chroma_url=f"http://127.0.0.1:{chroma_proxy.port}", collection="readiness_hang")
+    settings = make_settings(
+        tmp_path, chroma_url=f"http://127.0.0.1:{chroma_proxy.port}", collection="readiness_hang", sync_on_start=True
+    )
     runtime = build_runtime(settings, embedder=embedder)
     chroma_proxy.down()
     # In the proxy's place, a server that accepts connections and never replies.
@@ -159,7 +166,8 @@ def test_readyz_answers_within_its_budget_when_chroma_hangs(tmp_path, chroma_pro
 def test_readyz_is_503_only_when_no_question_can_be_answered(runtime) -> None:
     from fastapi.testclient import TestClient
 
-    empty = replace(runtime, retriever=Retriever(runtime.collection, runtime.embedder, []))
+    empty = replace(runtime, chat=copy.copy(runtime.chat))
+    empty.chat.use(make_catalog(runtime.settings, runtime.embedder, {}, {}, {}))
     with TestClient(create_app(runtime.settings, runtime=empty)) as test_client:
         response = test_client.get("/readyz")
     assert response.status_code == 503
@@ -187,7 +195,7 @@ def test_connect_retries_with_growing_pauses_then_fails_in_one_sentence(tmp_path
 
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="mentor.index"), pytest.raises(NotReady) as raised:
-        connect_collection(settings, embedder, wait_s=2.0, sleep=sleep)
+        connect_index(settings, embedder, owner=True, wait_s=2.0, sleep=sleep)
     took = time.monotonic() - started
     assert pauses[:2] == [0.5, 1.0] and sum(pauses) <= 2.0  # doubling, the last pause trimmed to the budget
     assert 2.0 <= took < 3.5, took  # the budget, plus one last attempt
@@ -198,7 +206,9 @@ def test_connect_retries_with_growing_pauses_then_fails_in_one_sentence(tmp_path
 
 
 def test_chroma_lost_during_the_index_sync_is_one_plain_error(tmp_path, chroma_proxy, embedder) -> None:
-    settings = make_settings(tmp_path, chroma_url=f"http://127.0.0.1:{chroma_proxy.port}", collection="lost_mid_sync")
+    settings = make_settings(
+        tmp_path, chroma_url=f"http://127.0.0.1:{chroma_proxy.port}", collection="lost_mid_sync", sync_on_start=True
+    )
     # on_plan runs after the index was read and before the new chunks are written: cut Chroma right there.
     with pytest.raises(NotReady) as raised:
         build_runtime(settings, embedder=embedder, on_plan=lambda _new: chroma_proxy.down())
@@ -235,7 +245,12 @@ def test_start_up_without_chroma_ends_in_one_line_after_its_retries(tmp_path, co
 @pytest.mark.slow
 def test_start_up_waits_for_a_chroma_server_that_starts_late(tmp_path) -> None:
     chroma_port, api_port = free_port(), free_port()
-    env = mentor_env(tmp_path, MENTOR_CHROMA_URL=f"http://127.0.0.1:{chroma_port}", MENTOR_PORT=str(api_port))
+    env = mentor_env(
+        tmp_path,
+        MENTOR_CHROMA_URL=f"http://127.0.0.1:{chroma_port}",
+        MENTOR_PORT=str(api_port),
+        MENTOR_SYNC_ON_START="true",  # one process that owns the server's index
+    )
     log_path = tmp_path / "mentor.log"
     chroma = None
     with open(log_path, "w") as log_file:
@@ -273,3 +288,22 @@ def test_start_up_waits_for_a_chroma_server_that_starts_late(tmp_path) -> None:
             if process is not None:
                 process.terminate()
                 process.wait(timeout=30)
+
+
+def test_readyz_stays_200_naming_redis_while_it_is_down_and_questions_are_answered(runtime, tmp_path) -> None:
+    from mentor.record import NO_SINK
+    from mentor.runtime import LearnerState, build_chat
+
+    settings = make_settings(tmp_path, redis_url=f"redis://127.0.0.1:{free_port()}/0", rate_limit_per_minute=100)
+    state = LearnerState.build(settings)
+    chat = build_chat(settings, runtime.catalog, runtime.embedder, sink=NO_SINK, state=state)
+    shared = replace(runtime, settings=settings, state=state, chat=chat)
+    with serve(create_app(settings, runtime=shared)) as url, httpx.Client(base_url=url, timeout=30) as http:
+        ready = http.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["status"] == "degraded", ready.text
+        assert ready.json()["detail"]["learner_state"].startswith("unavailable")
+        assert "without conversation memory" in ready.json()["detail"]["learner_state"]
+        answered = http.post("/v1/chat", json={"message": "what is ZeRO?", "learner_id": "r"})
+        assert answered.status_code == 200, answered.text
+        erased = http.delete("/v1/learners/r", headers={"Authorization": f"Bearer {shared.analyst_token}"})
+        assert erased.status_code == 503, erased.text  # an erasure is complete or visibly refused

@@ -58,7 +58,7 @@ def signals_runtime(runtime, tmp_path, url, **settings):
     engine = make_engine(url)
     migrate(engine)
     writer = SignalWriter(engine, tmp_path / "signals.spool", embed=runtime.embedder.embed_query, retry_s=0.1)
-    chat = build_chat(config, runtime.modules, runtime.retriever, runtime.embedder, sink=writer)
+    chat = build_chat(config, runtime.catalog, runtime.embedder, sink=writer)
     return replace(runtime, settings=config, database=engine, chat=chat, writer=writer.start(), analyst_token=TOKEN)
 
 

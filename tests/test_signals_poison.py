@@ -33,7 +33,7 @@ def quiet_runtime(runtime, tmp_path, url, spool: str = "signals.spool"):
     config = make_settings(tmp_path, database_url=url, rate_limit_per_minute=10_000)
     engine = make_engine(url)
     writer = SignalWriter(engine, tmp_path / spool, embed=runtime.embedder.embed_query, retry_s=0.1)
-    chat = build_chat(config, runtime.modules, runtime.retriever, runtime.embedder, sink=writer)
+    chat = build_chat(config, runtime.catalog, runtime.embedder, sink=writer)
     return replace(runtime, settings=config, database=engine, chat=chat, writer=writer)
 
 

@@ -23,18 +23,47 @@ from mentor.tools.registry import explain_json_error
 log = logging.getLogger(__name__)
 
 
+def create_app_from_environment() -> FastAPI:
+    """The app as a worker process builds it (`mentor serve --workers N`): settings from the environment."""
+    settings = Settings()
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return create_app(settings)
+
+
+async def watch_index(runtime: Runtime, interval_s: float) -> None:
+    """Swap in the catalog the shared index publishes whenever it changes; one log line per failure streak."""
+    failing = False
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await asyncio.to_thread(runtime.refresh)
+        except Exception as exc:  # Chroma away, or an ingest under way: keep serving what is loaded
+            if not failing:
+                log.warning("cannot read the shared index (%s); serving the modules already loaded", exc)
+            failing = True
+        else:
+            if failing:
+                log.info("the shared index can be read again")
+            failing = False
+
+
 def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI:
     """Build the app; pass a prebuilt `runtime` to share one across apps (tests, benchmarks)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.settings = settings
-        app.state.runtime = runtime or await asyncio.to_thread(build_runtime, settings)
+        app.state.runtime = built = runtime or await asyncio.to_thread(build_runtime, settings)
         # Load the embedding model now, not on the first learner's question.
-        await asyncio.to_thread(app.state.runtime.embedder.embed_query, "warm up")
-        writer = app.state.runtime.writer.start()
-        log.info("mentor ready: %s", app.state.runtime.ingest_report)
+        await asyncio.to_thread(built.embedder.embed_query, "warm up")
+        writer = built.writer.start()
+        log.info("mentor ready: %s (%s)", built.catalog.describe(), built.ingest_report or "as published in the index")
+        # A shared index is watched: a module another process ingested is served within one interval.
+        watching = bool(settings.chroma_url) and settings.reload_interval_s > 0
+        watcher = asyncio.create_task(watch_index(built, settings.reload_interval_s)) if watching else None
         yield
+        if watcher is not None:
+            watcher.cancel()
         if runtime is None:
             await asyncio.to_thread(writer.stop)
 

@@ -7,13 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from chromadb.api.models.Collection import Collection
-
 from mentor.bench.load import percentile
-from mentor.corpus import Chunk, chunk_corpus, load_corpus
+from mentor.corpus import Chunk, Module, chunk_corpus, load_corpus
 from mentor.embeddings import Embedder
-from mentor.index import build_index, chroma_client, open_collection
-from mentor.retrieve import Retriever
+from mentor.index import Index, build_index, chroma_client, load_vectors, open_index
+from mentor.retrieve import Retriever, index_modules
 from mentor.settings import Settings
 
 
@@ -27,7 +25,7 @@ class Ingested:
     """An index built for the benchmark, kept open for the retrieval measurement."""
 
     settings: Settings
-    collection: Collection
+    index: Index
     chunks: list[Chunk]
     figures: dict
 
@@ -36,18 +34,19 @@ def ingest(settings: Settings, embedder: Embedder) -> Ingested:
     """Index a corpus into an empty data dir, then re-ingest it unchanged (which must embed nothing)."""
     marks: list[float] = []  # when embedding started, then after each batch (build_index's callbacks)
     started = time.perf_counter()
-    chunks = load_chunks(settings)
+    modules, chunks = load_chunks(settings)
     chunked = time.perf_counter()
-    collection = open_collection(chroma_client(settings), settings.collection, embedder)
+    index = open_index(chroma_client(settings), settings.collection, embedder)
     report = build_index(
-        collection,
+        index,
+        modules,
         chunks,
         embedder,
         on_plan=lambda _n: marks.append(time.perf_counter()),
         progress=lambda _n: marks.append(time.perf_counter()),
     )
     indexed = time.perf_counter()
-    again = build_index(collection, load_chunks(settings), embedder)
+    again = build_index(index, *load_chunks(settings), embedder)
     reingested = time.perf_counter()
     embed_s = marks[-1] - marks[0]
     figures = {
@@ -62,13 +61,12 @@ def ingest(settings: Settings, embedder: Embedder) -> Ingested:
         "reingest_s": reingested - indexed,
         "reingest_embeddings": again.embedded,
     }
-    return Ingested(settings, collection, chunks, figures)
+    return Ingested(settings, index, chunks, figures)
 
 
-def load_chunks(settings: Settings) -> list[Chunk]:
-    return chunk_corpus(
-        load_corpus(settings.corpus_dir), chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap
-    )
+def load_chunks(settings: Settings) -> tuple[list[Module], list[Chunk]]:
+    modules = load_corpus(settings.corpus_dir)
+    return modules, chunk_corpus(modules, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
 
 
 def retrieval_latency(
@@ -99,10 +97,10 @@ def retrieval_latency(
 
 def make_retriever(index: Ingested, embedder: Embedder) -> Retriever:
     settings = index.settings
+    vectors = load_vectors(index.index.chunks, [c.id for c in index.chunks])
     return Retriever(
-        index.collection,
         embedder,
-        index.chunks,
+        index_modules(index.chunks, vectors),
         rrf_k=settings.rrf_k,
         scope_threshold=settings.scope_threshold,
         scope_weight=settings.scope_weight,

@@ -13,7 +13,7 @@ from typing import Any
 from mentor.answer import ChatInput
 from mentor.api.schemas import ChatResponse
 from mentor.record import NO_SINK
-from mentor.runtime import Runtime, build_chat
+from mentor.runtime import LearnerState, Runtime, build_chat
 from mentor.signals.queries import Filters, iter_questions
 
 
@@ -21,7 +21,13 @@ async def replay(runtime: Runtime, filters: Filters, *, limit: int = 500) -> dic
     """Re-ask up to `limit` logged questions (conversations in their order) and diff the outcomes."""
     rows = list(islice(iter_questions(runtime.database, filters), limit))
     # A chat service that logs nothing: replays are not learning signals.
-    chat = build_chat(runtime.settings, runtime.modules, runtime.retriever, runtime.embedder, sink=NO_SINK)
+    chat = build_chat(
+        runtime.settings,
+        runtime.catalog,
+        runtime.embedder,
+        sink=NO_SINK,
+        state=LearnerState.in_memory(runtime.settings),  # a replay must not count against learners' limits
+    )
     conversations: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
     for row in rows:
         conversations.setdefault(row["conversation_id"], []).append(row)
@@ -30,7 +36,7 @@ async def replay(runtime: Runtime, filters: Filters, *, limit: int = 500) -> dic
     for turns in conversations.values():
         conversation_id = None
         for row in turns:
-            if row["module_id"] not in chat.modules:
+            if row["module_id"] not in chat.catalog.modules:
                 totals["skipped"] += 1
                 continue
             answered = await chat.ask(

@@ -10,18 +10,24 @@ A batch the database refuses (a constraint, a value it cannot store) is written 
 each in its own transaction, so only the refused record is set aside (in `<spool>.rejected`) and every
 other one is written. Nothing but an unavailable database sends records to the spool, and nothing but a
 refusal sends one to the rejected file.
+
+Each process has a spool of its own, locked (flock) while it lives. Replicas may share the spool directory:
+a spool whose lock is free belongs to a process that died, and the next writer to find it (at start, then
+every ADOPT_EVERY_S) writes its records and removes it. Records of a learner erased after they were made are
+dropped on the way in, whichever replica's spool held them.
 """
 
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import logging
 import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,10 +37,11 @@ from sqlalchemy import Connection, Engine, bindparam, insert, select, update
 from sqlalchemy.exc import DataError, DBAPIError, DisconnectionError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from mentor.errors import ConfigError
 from mentor.privacy import create_private
 from mentor.record import AnsweredQuestion
 from mentor.signals.records import Feedback, feedback_record, question_record
-from mentor.signals.schema import migrate
+from mentor.signals.schema import migrate, schema_behind
 from mentor.signals.tables import (
     ConversationRow,
     FeedbackRow,
@@ -47,6 +54,9 @@ from mentor.signals.tables import (
 log = logging.getLogger(__name__)
 LINGER_S = 0.05
 REFUSED = (IntegrityError, DataError)
+ADOPT_EVERY_S = 30.0
+# Which of these learners were erased, and when (epoch seconds): the learner state's tombstones.
+ErasedSince = Callable[[Collection[str]], dict[str, float]]
 
 
 class Unavailable(Exception):
@@ -67,6 +77,25 @@ class Spool:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._lock: int | None = None
+
+    def claim(self) -> bool:
+        """Lock the spool for this process (released when it exits, however it exits); False if a live process holds
+        it."""
+        create_private(self.path)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._lock = fd
+        return True
+
+    def release(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     def pending(self) -> bool:
         return self.path.exists() and self.path.stat().st_size > 0
@@ -107,11 +136,16 @@ class SignalWriter:
         spool_path: Path,
         *,
         embed: Callable[[str], np.ndarray] | None = None,
+        erased_since: ErasedSince | None = None,
+        migrate: bool = True,
         batch_size: int = 200,
         retry_s: float = 1.0,
     ) -> None:
         self._engine = engine
         self._embed = embed
+        self._erased_since = erased_since
+        self._may_migrate = migrate
+        self._next_adoption = 0.0
         self._spool = Spool(spool_path)
         self._rejected = spool_path.with_suffix(".rejected")
         self._queue: queue.Queue[AnsweredQuestion | Feedback] = queue.Queue()
@@ -125,8 +159,10 @@ class SignalWriter:
         self._migrated = False
 
     def start(self) -> SignalWriter:
-        """Start the background thread (once; later calls do nothing)."""
+        """Claim the spool and start the background thread (once; later calls do nothing)."""
         if not self._thread.is_alive() and not self._stop.is_set():
+            if not self._spool.claim():
+                raise ConfigError(f"the signal spool {self._spool.path} is in use by another running process")
             self._thread.start()
         return self
 
@@ -147,6 +183,8 @@ class SignalWriter:
         """Finish what is queued (into the database or the spool) and stop the thread."""
         self._stop.set()
         self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self._spool.release()
 
     def _run(self) -> None:
         delay = self._retry_s
@@ -165,6 +203,8 @@ class SignalWriter:
                     log.info("signals database is back: %d spooled records written", len(replay))
                 if records:
                     self._deliver(records)
+                if time.monotonic() >= self._next_adoption:
+                    self._adopt_orphans()
                 delay = self._retry_s
             except Exception as exc:  # the thread must outlive any error, or every later signal is lost
                 if retryable(exc):
@@ -184,6 +224,26 @@ class SignalWriter:
             finally:
                 for _ in items:
                     self._queue.task_done()
+
+    def _adopt_orphans(self) -> None:
+        """Write and remove the spools of processes that died (their lock is free); raises while unavailable."""
+        self._next_adoption = time.monotonic() + ADOPT_EVERY_S
+        for path in sorted(self._spool.path.parent.glob(f"*{self._spool.path.suffix}")):
+            if path == self._spool.path:
+                continue
+            orphan = Spool(path)
+            if not orphan.claim():
+                continue  # its process is alive, or another writer is adopting it
+            try:
+                records = orphan.read()
+                self._deliver(records)
+                path.unlink()
+                log.info("adopted the spool of a stopped process: %d records written from %s", len(records), path.name)
+            except Exception:
+                self._next_adoption = 0.0  # try again as soon as the database is back
+                raise
+            finally:
+                orphan.release()
 
     def _take(self) -> list[AnsweredQuestion | Feedback]:
         items: list[AnsweredQuestion | Feedback] = []
@@ -213,11 +273,9 @@ class SignalWriter:
     def _deliver(self, records: list[dict[str, Any]]) -> None:
         """Write every record the database accepts; set aside each it refuses. Raises only while it is unavailable."""
         if not self._migrated:
-            try:
-                migrate(self._engine)  # a database that was down at start gets its schema on first contact
-            except Exception as exc:  # an unreachable database, or two replicas creating the schema at once
-                raise Unavailable(f"schema not ready: {type(exc).__name__}") from exc
+            self._ensure_schema()
             self._migrated = True
+        records = self._without_erased(records)
         for start in range(0, len(records), self._batch_size):
             batch = records[start : start + self._batch_size]
             try:
@@ -229,6 +287,37 @@ class SignalWriter:
                 self._isolate(batch)
             else:
                 self.written += len(batch)
+
+    def _ensure_schema(self) -> None:
+        """Migrate a database this process owns; wait (spooling) while a shared one is behind `mentor db upgrade`."""
+        try:
+            if self._may_migrate:
+                migrate(self._engine)  # a database that was down at start gets its schema on first contact
+                return
+            behind = schema_behind(self._engine)
+        except Exception as exc:  # an unreachable database, or two processes creating the schema at once
+            raise Unavailable(f"schema not ready: {type(exc).__name__}") from exc
+        if behind:
+            raise Unavailable(behind)
+
+    def _without_erased(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Drop the records of learners erased after the records were made (a later question is kept)."""
+        if self._erased_since is None or not records:
+            return records
+        try:
+            erased = self._erased_since({r["learner_id"] for r in records})
+        except Exception as exc:  # cannot tell: keep them spooled rather than write an erased learner's text
+            raise Unavailable(f"erasures cannot be checked: {type(exc).__name__}") from exc
+        if not erased:
+            return records
+        kept = [
+            r
+            for r in records
+            if r["learner_id"] not in erased
+            or datetime.fromisoformat(r["created_at"]).timestamp() > erased[r["learner_id"]]
+        ]
+        log.info("%d signals of erased learners dropped", len(records) - len(kept))
+        return kept
 
     def _isolate(self, batch: list[dict[str, Any]]) -> None:
         """Write each record in its own transaction, so a refused one takes no other with it."""

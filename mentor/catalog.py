@@ -1,0 +1,117 @@
+"""What a process serves, as one snapshot: the modules, their search indexes, and the published digests they
+came from.
+
+Built at start, either by syncing the corpus into the index (the embedded default, or `mentor ingest`) or by
+reading what `mentor ingest` published (a replica), and on a shared index rebuilt when the published modules
+change. The chat swaps snapshots whole, so each question is answered from one consistent catalog; a module whose
+digest did not change keeps its search index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from mentor.corpus import Module, chunk_corpus, load_corpus, parse_module
+from mentor.embeddings import Embedder
+from mentor.errors import NotFound
+from mentor.index import Index, IngestReport, build_index, load_vectors, published, read_chunks, read_sources
+from mentor.retrieve import ModuleIndex, Retriever, index_modules
+from mentor.safety import module_urls
+from mentor.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """The modules served now, their retriever, each module's published digest and the links its text holds."""
+
+    modules: dict[str, Module]
+    retriever: Retriever
+    digests: dict[str, str]
+    urls: dict[str, frozenset[str]]
+
+    @property
+    def stamp(self) -> str:
+        """One digest for the whole catalog: equal stamps, equal content."""
+        joined = " ".join(f"{module_id}={digest}" for module_id, digest in sorted(self.digests.items()))
+        return hashlib.sha256(joined.encode()).hexdigest()[:16]
+
+    @property
+    def chunk_count(self) -> int:
+        return sum(len(index.chunks) for index in self.retriever.modules.values())
+
+    def module(self, module_id: str) -> Module:
+        if module_id not in self.modules:
+            raise NotFound(f"unknown module {module_id!r}; known modules: {', '.join(self.modules) or 'none'}")
+        return self.modules[module_id]
+
+    def describe(self) -> str:
+        count = len(self.modules)
+        return f"{self.chunk_count} chunks of {count} module{'s' if count != 1 else ''}"
+
+
+def make_catalog(
+    settings: Settings, embedder: Embedder, modules: Mapping[str, Module], indexes: Mapping[str, ModuleIndex],
+    digests: Mapping[str, str],
+) -> Catalog:
+    retriever = Retriever(
+        embedder,
+        indexes,
+        rrf_k=settings.rrf_k,
+        scope_threshold=settings.scope_threshold,
+        scope_weight=settings.scope_weight,
+    )
+    return Catalog(dict(modules), retriever, dict(digests), {m.id: module_urls(m.body) for m in modules.values()})
+
+
+def sync_catalog(
+    settings: Settings,
+    embedder: Embedder,
+    index: Index,
+    *,
+    progress: Callable[[int], None] | None = None,
+    on_plan: Callable[[int], None] | None = None,
+) -> tuple[Catalog, IngestReport]:
+    """Bring the index in line with the corpus directory (embedding only what changed) and serve the result."""
+    modules = load_corpus(settings.corpus_dir)
+    chunks = chunk_corpus(modules, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
+    report = build_index(index, modules, chunks, embedder, progress=progress, on_plan=on_plan)
+    vectors = load_vectors(index.chunks, [c.id for c in chunks])
+    digests = {p.module_id: p.digest for p in published(index)}
+    catalog = make_catalog(settings, embedder, {m.id: m for m in modules}, index_modules(chunks, vectors), digests)
+    return catalog, report
+
+
+def read_catalog(settings: Settings, embedder: Embedder, index: Index, previous: Catalog | None) -> Catalog | None:
+    """The catalog the index publishes, or None when it is what `previous` already serves.
+
+    Only changed modules are read and indexed again. A read that finds chunks missing (an ingest under way) raises
+    `NotReady`, and the caller keeps serving `previous`.
+    """
+    records = published(index)
+    digests = {p.module_id: p.digest for p in records}
+    if previous is not None and digests == previous.digests:
+        return None
+    keep = {p.module_id for p in records if previous is not None and previous.digests.get(p.module_id) == p.digest}
+    changed = [p for p in records if p.module_id not in keep]
+    sources = read_sources(index, [p.module_id for p in changed])
+    chunks, vectors = read_chunks(index, [cid for p in changed for cid in p.chunk_ids])
+    fresh = index_modules(chunks, vectors)
+    modules: dict[str, Module] = {}
+    indexes: dict[str, ModuleIndex] = {}
+    for record in records:
+        if record.module_id in keep:
+            assert previous is not None
+            modules[record.module_id] = previous.modules[record.module_id]
+            indexes[record.module_id] = previous.retriever.modules[record.module_id]
+        elif record.module_id in fresh:  # a module with no chunks has nothing to answer from
+            modules[record.module_id] = parse_module(sources[record.module_id], Path(f"{record.module_id}.md"))
+            indexes[record.module_id] = fresh[record.module_id]
+    if changed:
+        log.info("index publishes %d modules; read %s", len(records), ", ".join(p.module_id for p in changed))
+    return make_catalog(settings, embedder, modules, indexes, digests)

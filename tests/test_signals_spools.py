@@ -1,0 +1,140 @@
+"""Spools of several processes in one directory, erasures the writer honours, and a schema it may not migrate."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Session, select
+
+from mentor.db import make_engine
+from mentor.signals.schema import migrate, schema_behind
+from mentor.signals.tables import QuestionRow
+from mentor.signals.writer import SignalWriter, Spool
+
+from .test_signals_poison import GOOD, spool_of
+
+
+def stored_ids(engine) -> set[str]:
+    try:
+        with Session(engine) as session:
+            return set(session.exec(select(QuestionRow.id)).all())
+    except OperationalError:  # no tables yet: the writer has not reached the database
+        return set()
+
+
+def wait_for(condition, timeout_s: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def write_spool(path, lines: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+
+
+def test_the_spool_of_a_dead_process_is_adopted_once_and_a_live_one_is_left_alone(tmp_path, runtime) -> None:
+    lines, asked = spool_of(runtime, tmp_path, GOOD)
+    spools = tmp_path / "spool"
+    write_spool(spools / "host-101.jsonl", lines[:3])  # its process died: nobody holds the lock
+    write_spool(spools / "host-102.jsonl", lines[3:])
+    alive = Spool(spools / "host-102.jsonl")
+    assert alive.claim()  # a live process's spool
+    engine = make_engine(f"sqlite:///{tmp_path / 'signals.db'}")
+    writer = SignalWriter(engine, spools / "host-200.jsonl", retry_s=0.05).start()
+    try:
+        assert wait_for(lambda: stored_ids(engine) >= set(asked[:3]))
+        assert not (spools / "host-101.jsonl").exists()
+        time.sleep(0.3)
+        assert stored_ids(engine) == set(asked[:3]) and (spools / "host-102.jsonl").exists()
+        alive.release()  # that process dies too; the next round adopts its spool
+        writer._next_adoption = 0.0
+        assert wait_for(lambda: stored_ids(engine) == set(asked))
+        assert not (spools / "host-102.jsonl").exists()
+    finally:
+        writer.stop()
+
+
+def test_two_writers_cannot_share_one_spool(tmp_path) -> None:
+    import pytest
+
+    from mentor.errors import ConfigError
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'signals.db'}")
+    first = SignalWriter(engine, tmp_path / "spool" / "same.jsonl").start()
+    try:
+        with pytest.raises(ConfigError, match="in use by another running process"):
+            SignalWriter(engine, tmp_path / "spool" / "same.jsonl").start()
+    finally:
+        first.stop()
+    SignalWriter(engine, tmp_path / "spool" / "same.jsonl").start().stop()  # released on stop
+
+
+def test_records_made_before_their_learners_erasure_are_dropped_and_later_ones_kept(tmp_path, runtime) -> None:
+    lines, asked = spool_of(runtime, tmp_path, GOOD[:4])
+    erased_learner = lines[1]["learner_id"]
+    made = datetime.fromisoformat(lines[1]["created_at"]).timestamp()
+    later = lines[2] | {
+        "learner_id": erased_learner,
+        "question_id": "f" * 32,
+        "conversation_id": "e" * 32,
+        "created_at": datetime.fromtimestamp(made + 10).astimezone().isoformat(),
+    }
+    write_spool(tmp_path / "spool" / "dead.jsonl", [*lines, later])
+    engine = make_engine(f"sqlite:///{tmp_path / 'signals.db'}")
+    asked_about = []
+
+    def erased_since(keys):
+        asked_about.append(set(keys))
+        return {erased_learner: made + 1}  # erased a second after their first question
+
+    writer = SignalWriter(engine, tmp_path / "spool" / "live.jsonl", erased_since=erased_since).start()
+    try:
+        expected = {asked[0], asked[2], asked[3], "f" * 32}
+        assert wait_for(lambda: stored_ids(engine) == expected)
+        assert erased_learner in set().union(*asked_about)
+    finally:
+        writer.stop()
+
+
+def test_when_erasures_cannot_be_checked_records_wait_in_the_spool(tmp_path, runtime) -> None:
+    lines, asked = spool_of(runtime, tmp_path, GOOD[:2])
+    write_spool(tmp_path / "spool" / "dead.jsonl", lines)
+    engine = make_engine(f"sqlite:///{tmp_path / 'signals.db'}")
+    state = {"up": False}
+
+    def erased_since(keys):
+        if not state["up"]:
+            raise ConnectionError("redis down")
+        return {}
+
+    writer = SignalWriter(engine, tmp_path / "spool" / "live.jsonl", erased_since=erased_since, retry_s=0.05).start()
+    try:
+        time.sleep(0.5)
+        assert stored_ids(engine) == set() and (tmp_path / "spool" / "dead.jsonl").exists()
+        state["up"] = True
+        assert wait_for(lambda: stored_ids(engine) == set(asked))
+    finally:
+        writer.stop()
+
+
+def test_a_replica_waits_for_the_schema_job_instead_of_migrating(tmp_path, runtime) -> None:
+    lines, asked = spool_of(runtime, tmp_path, GOOD[:2])
+    write_spool(tmp_path / "spool" / "dead.jsonl", lines)
+    engine = make_engine(f"sqlite:///{tmp_path / 'signals.db'}")
+    assert "mentor db upgrade" in schema_behind(engine)
+    writer = SignalWriter(engine, tmp_path / "spool" / "live.jsonl", migrate=False, retry_s=0.05).start()
+    try:
+        time.sleep(0.5)
+        assert "mentor db upgrade" in schema_behind(engine)  # the replica did not migrate it
+        migrate(engine)  # the one-off job
+        assert schema_behind(engine) is None
+        assert wait_for(lambda: stored_ids(engine) == set(asked), timeout_s=30)
+    finally:
+        writer.stop()
