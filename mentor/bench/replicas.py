@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="write the JSON result here too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mentor-replicas-") as root:
-        cluster = Cluster.start(Path(root), replicas=3, extra_env={"MENTOR_RATE_LIMIT_PER_MINUTE": "100000"})
+        cluster = Cluster.start(Path(root), replicas=3, extra_env={"MENTOR_RATE_LIMIT_PER_MINUTE": "10000"})
         try:
             asyncio.run(drive(cluster.replicas, 64, first_index=10**6))  # warm every replica
             throughput = [
