@@ -571,3 +571,37 @@ def test_redis_health_check_passes_on_a_live_redis_and_fails_on_a_dead_one() -> 
     assert shlex.split(script)[:2] == ["redis-cli", "ping"]
     assert probe(6379) == 0  # the machine's Redis (.ci/run starts it)
     assert probe(free_port()) != 0
+
+
+def test_the_wheel_the_image_installs_carries_the_migrations_and_the_web_assets(tmp_path) -> None:
+    """The image runs `pip install .`: data directories that are not packages must be declared, or `mentor db
+    upgrade` finds no migrations and `/widget.js` is missing in the container while every local test passes."""
+    import subprocess
+    import sys
+    import zipfile
+
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    names = zipfile.ZipFile(next(tmp_path.glob("mentor-*.whl"))).namelist()
+    assert "mentor/signals/migrations/env.py" in names
+    assert any(n.startswith("mentor/signals/migrations/versions/0001") for n in names)
+    web = ROOT / "mentor" / "web"
+    expected = {f"mentor/web/{p.relative_to(web).as_posix()}" for p in web.rglob("*") if p.is_file()}
+    assert expected <= set(names), sorted(expected - set(names))[:5]
