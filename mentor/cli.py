@@ -253,6 +253,36 @@ def serve(
         runtime.writer.stop()  # an app leaves a runtime it was given running: flush the signals still queued
 
 
+@app.command()
+@handle_errors
+def token(
+    learner_id: Annotated[str, typer.Argument(help="The platform's learner id: the token's sub.")],
+    ttl: Annotated[str, typer.Option("--ttl", help="Lifetime: 30m, 1h, 7d or 2w.")] = "1h",
+) -> None:
+    """Print a learner token signed with MENTOR_LEARNER_TOKEN_SECRET, for tests and demos.
+
+    In production the learning platform's server mints the same token (HS256; sub, aud, exp) for each learner.
+    """
+    from mentor.auth import mint_learner_token
+    from mentor.errors import ConfigError, InvalidInput
+
+    try:
+        lifetime = parse_age(ttl)
+    except InvalidInput as exc:
+        raise InvalidInput(f"--ttl: {exc.message}") from None
+    settings = make_settings()
+    if settings.learner_token_secret is None:
+        raise ConfigError("MENTOR_LEARNER_TOKEN_SECRET is not set; a learner token needs the secret the server checks")
+    typer.echo(
+        mint_learner_token(
+            learner_id,
+            secret=settings.learner_token_secret.get_secret_value(),
+            audience=settings.learner_token_audience,
+            ttl_s=int(lifetime.total_seconds()),
+        )
+    )
+
+
 db_app = typer.Typer(help="The signals database: schema migrations (Alembic).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 

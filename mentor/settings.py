@@ -142,6 +142,23 @@ class Settings(BaseSettings):
         "on first start and kept in data_dir/analyst.token (the start-up log says where); required (start-up "
         "refuses) with Redis or PostgreSQL, where every replica must accept the same token.",
     )
+    learner_token_secret: SecretStr | None = Field(
+        None,
+        description="HS256 secret of the learner tokens (JWT: sub = the platform's learner id, exp, aud) that the "
+        "host platform's server mints. Set: learner routes take `Authorization: Bearer <token>` and refuse a raw "
+        "learner_id unless the caller holds the server key. Unset: learner_id is taken as sent (embedded default).",
+    )
+    learner_token_audience: str = Field("mentor", description="The `aud` claim learner tokens must carry.")
+    server_key: SecretStr | None = Field(
+        None,
+        description="Key a trusted server sends as `X-Mentor-Server-Key` to pass a raw learner_id while learner "
+        "tokens are required (server-to-server calls only; never put it in a page).",
+    )
+    cors_origins: str = Field(
+        "",
+        description="Comma-separated origins allowed to call the API from a browser (e.g. "
+        "https://learn.example.org); others get no Access-Control-Allow-Origin. Empty: same origin only.",
+    )
     min_cohort: int = Field(5, ge=1, le=1000, description="Aggregates hide any group with fewer distinct learners.")
     public_url: str = Field(
         "http://localhost:8000",
@@ -155,6 +172,11 @@ class Settings(BaseSettings):
     def llm_enabled(self) -> bool:
         """True when an OpenAI-compatible LLM is configured; otherwise the extractive engine answers."""
         return bool(self.llm_base_url or self.llm_model or self.llm_api_key)
+
+    @property
+    def allowed_origins(self) -> list[str]:
+        """The CORS origins, as a list."""
+        return [origin.strip().rstrip("/") for origin in self.cors_origins.split(",") if origin.strip()]
 
     @property
     def shared(self) -> bool:

@@ -277,3 +277,13 @@ def test_a_long_follow_up_to_a_long_question_is_answered(client) -> None:
     )
     assert follow["conversation_id"] == first["conversation_id"]
     assert not follow["out_of_scope"]
+
+
+def test_a_hint_withholds_calculator_results_in_the_stream_too(client) -> None:
+    """The answer hid them, but the stream's tool_call events carried the result to anyone reading the network."""
+    body = {"message": "how much memory does Adam need to train a 7B model?", "style": "hint", "learner_id": "h"}
+    with client.stream("POST", "/v1/chat/stream", json=body) as response:
+        text = response.read().decode()
+    events = [block.split("\n", 1) for block in text.strip().split("\n\n")]
+    calls = [json.loads(data.removeprefix("data: ")) for kind, data in events if kind == "event: tool_call"]
+    assert calls and all(c["result"] is None and c["explanation"] == "" and c["title"] for c in calls)

@@ -9,11 +9,21 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mentor import __version__
-from mentor.api import routes_analyst, routes_chat, routes_learner, routes_ops, routes_tools
+from mentor.api import (
+    routes_analyst,
+    routes_chat,
+    routes_dashboard,
+    routes_learner,
+    routes_ops,
+    routes_pages,
+    routes_tools,
+)
+from mentor.api.docs import install_docs
 from mentor.api.middleware import RequestLimits, SecurityHeaders, ServerErrors, error_response
 from mentor.errors import MentorError, NotReady, RateLimited, Unauthorized
 from mentor.runtime import Runtime, build_runtime
@@ -72,16 +82,32 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
         version=__version__,
         summary="Answers learners' questions grounded in the study module they are reading.",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's own pages load Swagger UI and ReDoc from a CDN; install_docs serves it locally
+        redoc_url=None,
     )
     app.include_router(routes_ops.router)
     app.include_router(routes_learner.router)
     app.include_router(routes_chat.router)
     app.include_router(routes_tools.router)
     app.include_router(routes_analyst.router)
+    app.include_router(routes_pages.router)
+    app.include_router(routes_dashboard.router)
+    install_docs(app)
     _install_error_handlers(app)
-    # add_middleware wraps what is there: the last added runs first (see mentor/api/middleware.py).
+    # add_middleware wraps what is there: the last added runs first (see mentor/api/middleware.py). CORS sits
+    # outside the limits and ServerErrors so that their 413, 431 and 500 reach an allowed page with
+    # Access-Control-Allow-Origin, and the page can show the message instead of a bare network error.
     app.add_middleware(ServerErrors)
     app.add_middleware(RequestLimits)
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=settings.allowed_origins,
+        allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+        # Not X-Mentor-Server-Key: it is for server-to-server calls, so no browser is let to send it.
+        allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
+        expose_headers=["Retry-After"],  # the box shows how long to wait after a 429
+        allow_credentials=False,  # tokens travel in the Authorization header; no cookie is ever needed
+    )
     app.add_middleware(SecurityHeaders)
     return app
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import hmac
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
+from mentor.auth import learner_from_token
+from mentor.errors import Unauthorized
 from mentor.runtime import Runtime
 from mentor.settings import Settings
+
+SERVER_KEY_HEADER = "X-Mentor-Server-Key"
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -22,3 +29,77 @@ def get_settings(request: Request) -> Settings:
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+# Named apart from the analyst token's scheme ("HTTPBearer", mentor/api/routes_analyst.py): the two tokens open
+# different routes and neither is ever accepted in place of the other.
+learner_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="LearnerToken",
+    description="A learner token (JWT HS256: sub = the platform's learner id, exp, aud) minted by the learning "
+    "platform's server. Read only when the server sets MENTOR_LEARNER_TOKEN_SECRET.",
+)
+server_key_header = APIKeyHeader(
+    name=SERVER_KEY_HEADER,
+    auto_error=False,
+    scheme_name="ServerKey",
+    description="MENTOR_SERVER_KEY, sent by a trusted server (never a browser) to pass a raw learner_id while "
+    "learner tokens are required.",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Learner:
+    """Who the request's headers prove the caller to be; `resolve` weighs that against a body's learner_id."""
+
+    token_learner: str | None  # the `sub` of a valid learner token
+    may_name_learner: bool  # a raw learner_id is believed: tokens are not required, or the server key was sent
+
+    def resolve(self, claimed: str | None) -> str | None:
+        """The learner to ask or rate as (None: anonymous); Unauthorized when the body claims someone unproven."""
+        if self.token_learner is not None:
+            if claimed is not None and not hmac.compare_digest(claimed.encode(), self.token_learner.encode()):
+                raise Unauthorized("learner_id does not match the learner token; send one or the other")
+            return self.token_learner
+        if claimed is not None and not self.may_name_learner:
+            raise Unauthorized(
+                "this server identifies learners by token: send 'Authorization: Bearer <learner token>' "
+                "instead of learner_id"
+            )
+        return claimed
+
+
+def get_learner(
+    settings: SettingsDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(learner_bearer)],
+    server_key: Annotated[str | None, Depends(server_key_header)],
+) -> Learner:
+    """The caller's learner identity, by the trust rules of a learner route.
+
+    Without MENTOR_LEARNER_TOKEN_SECRET (the embedded default) a body's learner_id is taken as sent and the
+    Authorization header is not read: nothing could check a token.
+
+    With it:
+    - `Authorization: Bearer <learner token>` names the learner (its `sub`); a bad token is a 401 saying why.
+      A learner_id sent beside it must be the same learner, or the request is a 401.
+    - A raw learner_id with no token is a 401, unless `X-Mentor-Server-Key` equals MENTOR_SERVER_KEY: that key
+      is for the platform's own server calling server-to-server, never for a page (CORS does not even let a
+      browser send it).
+    - Neither token nor learner_id: an anonymous learner, rate-limited by address.
+    """
+    secret = settings.learner_token_secret
+    if secret is None:
+        return Learner(token_learner=None, may_name_learner=True)
+    token_learner = None
+    if credentials is not None:
+        token_learner = learner_from_token(
+            credentials.credentials.strip(), secret=secret.get_secret_value(), audience=settings.learner_token_audience
+        )
+    if server_key is None:
+        return Learner(token_learner=token_learner, may_name_learner=False)
+    expected = settings.server_key.get_secret_value() if settings.server_key is not None else ""
+    if not expected or not hmac.compare_digest(server_key.encode(), expected.encode()):
+        raise Unauthorized(f"{SERVER_KEY_HEADER} does not match this server's key")
+    return Learner(token_learner=token_learner, may_name_learner=True)
+
+
+LearnerDep = Annotated[Learner, Depends(get_learner)]

@@ -1,7 +1,8 @@
 """Pure ASGI middleware every request passes: security headers, request limits, and a 500 that keeps the connection.
 
-Order, outermost first (see `create_app`): SecurityHeaders -> RequestLimits -> ServerErrors -> the routes, so the
-headers are on every answer, limits and 500s included, and a limit's answer can close the connection.
+Order, outermost first (see `create_app`): SecurityHeaders -> CORS -> RequestLimits -> ServerErrors -> the routes,
+so the headers (CORS ones for an allowed origin too) are on every answer, limits and 500s included, and a limit's
+answer can close the connection.
 
 Where each limit lives (a reverse proxy in front should carry the same or tighter ones):
 - header bytes, body bytes, time to receive a body: here, `RequestLimits`;
@@ -36,10 +37,32 @@ MAX_BODY_BYTES = 64 * 1024
 # A 64 KiB body arrives in under a second on any link that can use the service; 10 s frees a connection held open
 # by a body shorter than its Content-Length (it used to wait forever).
 BODY_TIMEOUT_S = 10.0
-# CSP for JSON and event streams: load nothing, be framed by nothing. HTML pages (/docs, /redoc) load FastAPI's
-# Swagger and ReDoc scripts, so they get only the frame policy.
+# CSP for JSON, event streams, scripts and styles: load nothing, be framed by nothing.
 CSP_DATA = "default-src 'none'; frame-ancestors 'none'"
-CSP_PAGES = "frame-ancestors 'none'"
+
+
+def page_csp(*script_sources: str) -> str:
+    """The CSP of an HTML page of ours; `script_sources` are exceptions a page needs (a hash of its inline script).
+
+    Pages load their scripts and styles as files from this origin and call only this origin's API; no inline
+    script or event handler runs. Inline styles are allowed: the box's shadow DOM and Swagger UI set style
+    attributes, and a style cannot run code. `data:` images are Swagger UI's icons.
+    """
+    return "; ".join(
+        [
+            "default-src 'self'",
+            " ".join(["script-src 'self'", *script_sources]),
+            "style-src 'self' 'unsafe-inline'",
+            "img-src 'self' data:",
+            "connect-src 'self'",
+            "frame-ancestors 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+        ]
+    )
+
+
+CSP_PAGES = page_csp()
 
 
 def error_response(status: int, message: str, *, code: str | None = None, close: bool = False) -> JSONResponse:
@@ -49,7 +72,8 @@ def error_response(status: int, message: str, *, code: str | None = None, close:
 
 
 class SecurityHeaders:
-    """Add nosniff, a frame policy, no referrer and (unless a route says otherwise) no-store to every response."""
+    """Add nosniff, a frame policy, no referrer, a CSP and no-store to every response, unless the route set its own
+    CSP (/docs adds the hash of its inline script) or Cache-Control (static files)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -66,7 +90,7 @@ class SecurityHeaders:
                 headers["X-Frame-Options"] = "DENY"
                 headers["Referrer-Policy"] = "no-referrer"
                 html = headers.get("content-type", "").startswith("text/html")
-                headers["Content-Security-Policy"] = CSP_PAGES if html else CSP_DATA
+                headers.setdefault("Content-Security-Policy", CSP_PAGES if html else CSP_DATA)
                 # Answers carry learners' questions or analyst data; nothing here is safe for a shared cache.
                 headers.setdefault("Cache-Control", "no-store")
             await send(message)

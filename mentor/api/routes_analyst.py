@@ -18,10 +18,12 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from mentor.api.deps import RuntimeDep
 from mentor.api.schemas import ErrorResponse
+from mentor.api.schemas_analyst import QuestionPage, SignalSummary
 from mentor.errors import InvalidInput, NotReady, Unauthorized
+from mentor.runtime import Runtime
 from mentor.signals.exports import MEDIA_TYPES, export_lines
-from mentor.signals.queries import Filters, erase_learner, iter_questions, list_questions
-from mentor.signals.summary import summarize
+from mentor.signals.queries import Filters, count_questions, erase_learner, iter_questions, list_questions
+from mentor.signals.summary import SectionRef, summarize
 
 # Only the Authorization header is read: a token in a query string would be written to access logs, proxy logs
 # and browser history.
@@ -93,7 +95,7 @@ def as_utc(name: str, moment: datetime | None) -> datetime | None:
 FiltersDep = Annotated[Filters, Depends(filters)]
 
 
-@router.get("/signals/questions")
+@router.get("/signals/questions", response_model=QuestionPage)
 async def questions(
     runtime: RuntimeDep,
     where: FiltersDep,
@@ -101,16 +103,37 @@ async def questions(
     cursor: Annotated[str | None, Query(max_length=500)] = None,
 ) -> dict[str, Any]:
     """Logged questions, newest first, with their passages, tool calls and feedback; cursor-paginated."""
+
+    def page() -> dict[str, Any]:
+        items, next_cursor = list_questions(runtime.database, where, limit=limit, cursor=cursor)
+        return {"items": items, "next_cursor": next_cursor, "total": count_questions(runtime.database, where)}
+
     with database_errors():
-        items, next_cursor = await asyncio.to_thread(
-            list_questions, runtime.database, where, limit=limit, cursor=cursor
-        )
-    return {"items": items, "next_cursor": next_cursor}
+        result = await asyncio.to_thread(page)
+    with_passage_texts(runtime, result["items"])
+    return result
 
 
-@router.get("/signals/summary")
+def with_passage_texts(runtime: Runtime, items: list[dict[str, Any]]) -> None:
+    """Add each logged passage's section title and text, from the modules served now (the log keeps ids only)."""
+    chunks = {}
+    for module_id in {item["module_id"] for item in items}:
+        index = runtime.retriever.modules.get(module_id)
+        chunks.update({chunk.id: chunk for chunk in index.chunks} if index is not None else {})
+    for item in items:
+        for passage in item["passages"]:
+            chunk = chunks.get(passage["chunk_id"])
+            passage["section_title"] = chunk.section_title if chunk else None
+            passage["text"] = chunk.text if chunk else None
+
+
+@router.get("/signals/summary", response_model=SignalSummary)
 async def summary(runtime: RuntimeDep, where: FiltersDep, bucket: Literal["day", "week"] = "day") -> dict[str, Any]:
-    """Questions per section over time, content gaps, feedback, tools, grounding, engines, most asked."""
+    """Questions per section over time, content gaps, feedback, tools, grounding, engines, most asked.
+
+    Counted in the database on each call (no cache): a handful of GROUP BY queries, and the grouping by meaning
+    of the 500 most recent questions of each kind.
+    """
     with database_errors():
         return await asyncio.to_thread(
             summarize,
@@ -118,8 +141,21 @@ async def summary(runtime: RuntimeDep, where: FiltersDep, bucket: Literal["day",
             where,
             bucket=bucket,
             min_cohort=runtime.settings.min_cohort,
+            sections=reading_order(runtime, where.module_id),
             embed=runtime.embedder.embed_query,
         )
+
+
+def reading_order(runtime: Runtime, module_id: str | None) -> list[SectionRef]:
+    """The sections of the filtered module (or of every served module) in reading order, each id once."""
+    modules = [runtime.modules[module_id]] if module_id in runtime.modules else []
+    if module_id is None:
+        modules = list(runtime.modules.values())
+    seen: dict[str, SectionRef] = {}
+    for module in modules:
+        for section in module.sections:
+            seen.setdefault(section.id, SectionRef(module.id, section.id, section.title, section.level))
+    return list(seen.values())
 
 
 EXPORTS = {media: {"schema": {"type": "string"}} for media in sorted(set(MEDIA_TYPES.values()))}

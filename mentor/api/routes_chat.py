@@ -13,10 +13,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, Field
 
 from mentor.answer import ChatInput, ToolCall
-from mentor.api.deps import RuntimeDep
-from mentor.api.schemas import ChatRequest, ChatResponse, ErrorResponse, FeedbackRequest
+from mentor.api.deps import Learner, LearnerDep, RuntimeDep, SettingsDep
+from mentor.api.schemas import ChatRequest, ChatResponse, ErrorResponse, FeedbackRequest, ToolCallOut
 from mentor.errors import InvalidInput, MentorError, NotFound, NotReady
 from mentor.record import AnsweredQuestion
 from mentor.signals.queries import question_owner
@@ -25,12 +26,20 @@ from mentor.signals.records import Feedback
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1", tags=["learner"])
 ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {
+        "model": ErrorResponse,
+        "description": "Learner tokens are required here and the token is bad, or a learner_id is sent without "
+        "the server key, or it differs from the token's learner.",
+    },
     404: {"model": ErrorResponse, "description": "Unknown module, or a conversation or question not this learner's."},
     422: {"model": ErrorResponse, "description": "The body is not usable JSON or breaks a rule (message length...)."},
     429: {"model": ErrorResponse, "description": "Too many questions from this learner; see Retry-After."},
     503: {"model": ErrorResponse, "description": "The index or the database cannot be used now; see Retry-After."},
 }
 
+# Appended to the security FastAPI lists for LearnerDep (a learner token or the server key). The empty requirement
+# says neither is needed: anonymous learners, and every learner while MENTOR_LEARNER_TOKEN_SECRET is unset, send none.
+ANONYMOUS_ALLOWED: dict[str, Any] = {"security": [{}]}
 
 # Documented in the schema, checked in the route (with a plainer message than pydantic's).
 QUESTION_ID = {"pattern": "^[0-9a-f]{32}$"}
@@ -50,21 +59,36 @@ SSE_EVENT = {
 }
 
 
-def to_input(body: ChatRequest, request: Request) -> ChatInput:
+class SessionInfo(BaseModel):
+    """How this server identifies learners, so a page knows what to send."""
+
+    learner_tokens: bool = Field(
+        description="True: send `Authorization: Bearer <learner token>` (or nothing, to ask anonymously); a raw "
+        "learner_id is refused. False: send learner_id as is (e.g. a per-browser anonymous id)."
+    )
+
+
+@router.get("/session", response_model=SessionInfo)
+def session(settings: SettingsDep) -> SessionInfo:
+    """Whether learner routes require learner tokens."""
+    return SessionInfo(learner_tokens=settings.learner_token_secret is not None)
+
+
+def to_input(body: ChatRequest, request: Request, learner: Learner) -> ChatInput:
     return ChatInput(
         message=body.message,
         module_id=body.module_id,
         conversation_id=body.conversation_id,
-        learner_id=body.learner_id,
+        learner_id=learner.resolve(body.learner_id),
         style=body.style,
         client=request.client.host if request.client else "unknown",
     )
 
 
-@router.post("/chat", response_model=ChatResponse, responses=ERRORS)
-async def chat(body: ChatRequest, request: Request, runtime: RuntimeDep) -> JSONResponse:
+@router.post("/chat", response_model=ChatResponse, responses=ERRORS, openapi_extra=ANONYMOUS_ALLOWED)
+async def chat(body: ChatRequest, request: Request, runtime: RuntimeDep, learner: LearnerDep) -> JSONResponse:
     """Answer a learner's question from the module, with citations, calculator results and a grounding verdict."""
-    answered = await runtime.chat.ask(to_input(body, request))
+    answered = await runtime.chat.ask(to_input(body, request, learner))
     # Built and validated once by ChatResponse.of; returning a response skips validating it a second time.
     return JSONResponse(ChatResponse.of(answered).public())
 
@@ -79,15 +103,18 @@ async def chat(body: ChatRequest, request: Request, runtime: RuntimeDep) -> JSON
         },
         **ERRORS,
     },
+    openapi_extra=ANONYMOUS_ALLOWED,
 )
-async def chat_stream(body: ChatRequest, request: Request, runtime: RuntimeDep) -> StreamingResponse:
+async def chat_stream(
+    body: ChatRequest, request: Request, runtime: RuntimeDep, learner: LearnerDep
+) -> StreamingResponse:
     """The same answer as server-sent events: meta, delta..., tool_call..., then done (or error)."""
-    prepared = await runtime.chat.prepare(to_input(body, request))  # 4xx before the stream starts
+    prepared = await runtime.chat.prepare(to_input(body, request, learner))  # 4xx before the stream starts
 
     async def stream() -> AsyncIterator[str]:
         try:
             async for kind, payload in runtime.chat.events(prepared):
-                yield sse(kind, payload)
+                yield sse(kind, payload, hint=prepared.input.style == "hint")
         except MentorError as exc:
             yield sse("error", {"message": exc.message})
         except Exception:
@@ -102,12 +129,12 @@ async def chat_stream(body: ChatRequest, request: Request, runtime: RuntimeDep) 
     )
 
 
-def sse(kind: str, payload: Any) -> str:
-    """One server-sent event."""
+def sse(kind: str, payload: Any, *, hint: bool = False) -> str:
+    """One server-sent event; in hint style a tool call withholds its result, as the final answer does."""
     if isinstance(payload, AnsweredQuestion):
         data = ChatResponse.of(payload).public()
     elif isinstance(payload, ToolCall):
-        data = payload.public()
+        data = ToolCallOut.of(payload, hint=hint).model_dump()
     elif isinstance(payload, str):
         data = {"text": payload}
     else:
@@ -118,24 +145,26 @@ def sse(kind: str, payload: Any) -> str:
 @router.post(
     "/questions/{question_id}/feedback",
     status_code=201,
-    responses={code: ERRORS[code] for code in (404, 422, 503)},  # feedback is not rate-limited
+    responses={code: ERRORS[code] for code in (401, 404, 422, 503)},  # feedback is not rate-limited
+    openapi_extra=ANONYMOUS_ALLOWED,
 )
 async def feedback(
     question_id: Annotated[str, Path(description="The question_id an answer returned.", json_schema_extra=QUESTION_ID)],
     body: FeedbackRequest,
     runtime: RuntimeDep,
+    learner: LearnerDep,
 ) -> dict[str, str]:
     """Record the asking learner's rating of an answer (someone else's question is not found)."""
     if not re.fullmatch(QUESTION_ID["pattern"], question_id):
         raise InvalidInput("question_id: must be the 32-character id an answer returned")
-    learner = runtime.chat.learner_key(body.learner_id)
+    learner_key = runtime.chat.learner_key(learner.resolve(body.learner_id))
     asker = await runtime.chat.asker(question_id)
     if asker is None:
         try:
             asker = await asyncio.to_thread(question_owner, runtime.database, question_id)
         except Exception as exc:
             raise NotReady("feedback cannot be checked right now; please try again") from exc
-    if asker is None or not hmac.compare_digest(asker, learner):
+    if asker is None or not hmac.compare_digest(asker, learner_key):
         raise NotFound(f"question {question_id} not found for this learner")
-    runtime.writer.submit(Feedback(question_id, learner, body.rating, body.comment, time.time()))
+    runtime.writer.submit(Feedback(question_id, learner_key, body.rating, body.comment, time.time()))
     return {"status": "recorded"}

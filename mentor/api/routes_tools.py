@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Request
 from mentor.api.schemas import ErrorResponse, ToolInfo, ToolRun
 from mentor.errors import InvalidInput
 from mentor.tools import REGISTRY, run_tool
-from mentor.tools.registry import explain_json_error
+from mentor.tools.registry import explain_json_error, title_of
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"])
 
@@ -18,7 +18,10 @@ router = APIRouter(prefix="/v1/tools", tags=["tools"])
 @router.get("", response_model=list[ToolInfo])
 def list_tools() -> list[ToolInfo]:
     """Every calculator with its description and the JSON schema of its arguments."""
-    return [ToolInfo(name=c.name, description=c.description, parameters=c.json_schema) for c in REGISTRY.values()]
+    return [
+        ToolInfo(name=c.name, title=title_of(c.name), description=c.description, parameters=c.json_schema)
+        for c in REGISTRY.values()
+    ]
 
 
 # The names are documented as an enum; the route checks them itself, to answer with the list of calculators.

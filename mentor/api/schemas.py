@@ -6,8 +6,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from mentor.answer import ToolCall
 from mentor.record import AnsweredQuestion
 from mentor.text import MAX_MESSAGE_CHARS
+from mentor.tools.registry import title_of
 
 
 class ErrorResponse(BaseModel):
@@ -82,9 +84,22 @@ class CitationOut(BaseModel):
 
 class ToolCallOut(BaseModel):
     name: str
+    title: str = Field("", description="The calculator's title, e.g. \"ZeRO memory per GPU\".")
     arguments: dict[str, Any]
     result: dict[str, Any] | None
     explanation: str
+
+    @classmethod
+    def of(cls, call: ToolCall, *, hint: bool) -> ToolCallOut:
+        """A calculator run as learners see it; a hint names the calculator but withholds its result (the log keeps
+        the whole run). The answer and the stream's tool_call events both come through here."""
+        return cls(
+            name=call.name,
+            title=title_of(call.name),
+            arguments=call.arguments,
+            result=None if hint else call.result,
+            explanation="" if hint else call.explanation,
+        )
 
 
 class GroundingOut(BaseModel):
@@ -130,17 +145,7 @@ class ChatResponse(BaseModel):
                 )
                 for c in answer.citations
             ],
-            # A hint names the calculator but withholds its result (the log keeps the whole run).
-            tool_calls=[
-                ToolCallOut(
-                    name=c.name,
-                    arguments=c.arguments,
-                    result=None if hint else c.result,
-                    explanation="" if hint else c.explanation,
-                )
-                for c in answer.tool_calls
-                if c.error is None
-            ],
+            tool_calls=[ToolCallOut.of(c, hint=hint) for c in answer.tool_calls if c.error is None],
             out_of_scope=answer.out_of_scope,
             grounding=GroundingOut(
                 grounded=answered.grounding.grounded,
@@ -163,6 +168,7 @@ class ChatResponse(BaseModel):
 
 class ToolInfo(BaseModel):
     name: str
+    title: str = Field(description="A short human title for the calculator.")
     description: str
     parameters: dict[str, Any] = Field(description="JSON schema of the arguments object.")
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, delete, or_, select
+from sqlalchemy import Engine, delete, func, or_, select
 from sqlmodel import Session
 
 from mentor.db import forget_deleted
@@ -114,6 +114,12 @@ def list_questions(
         items = _with_children(session, page)
     next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if more and page else None
     return items, next_cursor
+
+
+def count_questions(engine: Engine, filters: Filters) -> int:
+    """How many questions match (one COUNT over the filter's indexes, for "21-40 of 134")."""
+    with Session(engine) as session:
+        return session.execute(filters.apply(select(func.count()).select_from(QuestionRow))).scalar_one()
 
 
 def iter_questions(engine: Engine, filters: Filters, *, batch: int = 500) -> Iterator[dict[str, Any]]:
