@@ -11,15 +11,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
 
 import httpx
 import pytest
@@ -28,27 +24,16 @@ from mentor.bench.cluster import MENTOR
 from mentor.bench.procs import clean_env, free_port, spawn, stop, wait_ready
 from mentor.signals.exports import CSV_COLUMNS
 
+from .browser import SCREENSHOTS, LocalOnly, launch_chromium
+
 pytestmark = pytest.mark.slow
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
 
 ROOT = Path(__file__).resolve().parent.parent
-# The README's screenshots are refreshed with UPDATE_SCREENSHOTS=1; otherwise they go to a scratch directory, so a
-# test run leaves the work tree as it found it (the dashboard's shows the time it was drawn).
-DOCS = ROOT / "docs" if os.environ.get("UPDATE_SCREENSHOTS") == "1" else Path(tempfile.mkdtemp(prefix="mentor-shots-"))
 MODULE = "P10.llm-systems-frontier.02"
 TOKEN = "dashboard-browser-token"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 LEARNERS = [f"dash-learner-{i}" for i in range(6)]
 LEAVER = "dash-leaver"
 ZERO = ["What does ZeRO stage 2 shard?", "what does ZeRO stage 2 shard", "Which state does ZeRO stage 2 shard?"]
@@ -127,7 +112,7 @@ def server(tmp_path_factory) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     with playwright_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+        chromium = launch_chromium(playwright)
         yield chromium
         chromium.close()
 
@@ -142,25 +127,15 @@ class Tab:
 def tab(browser, server) -> Iterator[Tab]:
     """A fresh browser profile whose requests may go to 127.0.0.1 only; every request URL is kept."""
     context = browser.new_context(viewport={"width": 1360, "height": 1000}, accept_downloads=True)
-    leaked: list[str] = []
-    requests: list[str] = []
-
-    def local_only(route) -> None:
-        requests.append(route.request.url)
-        if urlparse(route.request.url).hostname == "127.0.0.1":
-            route.continue_()
-        else:
-            leaked.append(route.request.url)
-            route.abort()
-
+    local_only = LocalOnly()
     context.route("**/*", local_only)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    yield Tab(page, requests)
+    yield Tab(page, local_only.requests)
     pwned = page.evaluate("() => window.__pwned ?? null")
     context.close()
-    assert not leaked, f"requests outside 127.0.0.1: {leaked}"
+    assert not local_only.leaked, f"requests outside 127.0.0.1: {local_only.leaked}"
     assert not errors, f"errors in the page: {errors}"
     assert pwned is None, f"a logged question ran as code: {pwned}"
 
@@ -250,8 +225,8 @@ def test_every_panel_shows_the_seeded_signals(tab, server) -> None:
     expect(page.locator("#browser-range")).to_have_text(f"Questions 1–{not_covered} of {not_covered}, newest first.")
     page.locator("#b-kind").select_option("")
     page.locator("#panel-heatmap details").evaluate("(d) => d.open = false")
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / "dashboard.png"), full_page=True)
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "dashboard.png"), full_page=True)
 
 
 def test_exports_download_and_parse(tab, server) -> None:

@@ -11,25 +11,14 @@ import hashlib
 import re
 import shutil
 from collections.abc import Iterator
-from urllib.parse import urlsplit
 
 import pytest
 
 from mentor.api import create_app
 from mentor.api.middleware import CSP_DATA, CSP_PAGES
 
+from .browser import LocalOnly, launch_chromium
 from .chat_helpers import serve
-
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def asset_urls(html: str) -> list[str]:
@@ -104,18 +93,11 @@ def test_swagger_ui_renders_offline_in_chromium(docs_url, client) -> None:
     if chromium is None:
         pytest.fail("Debian's chromium is needed (apt-get install chromium)")
     operations = sum(len(methods) for methods in client.get("/openapi.json").json()["paths"].values())
-    elsewhere: list[str] = []
+    only_this_server = LocalOnly()
     problems: list[str] = []
 
-    def only_this_server(route) -> None:
-        if urlsplit(route.request.url).hostname == "127.0.0.1":
-            route.continue_()
-        else:
-            elsewhere.append(route.request.url)
-            route.abort()
-
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        browser = launch_chromium(playwright)
         try:
             page = browser.new_page()
             page.route("**/*", only_this_server)
@@ -131,5 +113,5 @@ def test_swagger_ui_renders_offline_in_chromium(docs_url, client) -> None:
             page.wait_for_selector(".opblock-body .responses-wrapper", timeout=10_000)
         finally:
             browser.close()
-    assert elsewhere == [], f"the page tried to reach other hosts: {elsewhere}"
+    assert only_this_server.leaked == [], f"the page tried to reach other hosts: {only_this_server.leaked}"
     assert problems == [], problems

@@ -8,9 +8,7 @@ origin the server does not list. Every request to anything but 127.0.0.1 is abor
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +16,6 @@ from dataclasses import dataclass
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlparse
 
 import httpx
 import playwright.sync_api as playwright_api
@@ -28,24 +25,13 @@ from playwright.sync_api import expect
 from mentor.bench.cluster import MENTOR
 from mentor.bench.procs import clean_env, free_port, spawn, stop, wait_ready
 
+from .browser import SCREENSHOTS, LocalOnly, launch_chromium
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
-# The README's screenshots are refreshed with UPDATE_SCREENSHOTS=1; otherwise they go to a scratch directory, so a
-# test run leaves the work tree as it found it (the dashboard's shows the time it was drawn).
-DOCS = ROOT / "docs" if os.environ.get("UPDATE_SCREENSHOTS") == "1" else Path(tempfile.mkdtemp(prefix="mentor-shots-"))
 MODULE = "P10.llm-systems-frontier.02"
 POISONED = "T.poisoned.01"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 MEMORY_QUESTION = "how much memory does Adam need for a 7B model?"
 # Each payload sets window.__pwned if it ever runs.
 POISONED_MODULE = """---
@@ -133,7 +119,7 @@ def server(tmp_path_factory) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     with playwright_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+        chromium = launch_chromium(playwright)
         yield chromium
         chromium.close()
 
@@ -142,15 +128,7 @@ def browser() -> Iterator[object]:
 def page(browser, server):
     """A fresh browser profile (no storage) whose requests may go to 127.0.0.1 only."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    leaked: list[str] = []
-
-    def local_only(route) -> None:
-        if urlparse(route.request.url).hostname == "127.0.0.1":
-            route.continue_()
-        else:
-            leaked.append(route.request.url)
-            route.abort()
-
+    local_only = LocalOnly()
     context.route("**/*", local_only)
     # The box announces each finished answer as a `mentor-answer` event; the tests read them from here (a streamed
     # response's body is not kept by the browser's network log).
@@ -164,7 +142,7 @@ def page(browser, server):
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "Refused" in m.text else None)
     yield page
     context.close()
-    assert not leaked, f"requests outside 127.0.0.1: {leaked}"
+    assert not local_only.leaked, f"requests outside 127.0.0.1: {local_only.leaked}"
     assert not errors, f"errors in the page: {errors}"
 
 
@@ -217,8 +195,8 @@ def test_ask_on_the_demo_page_streams_the_answer_and_announces_it(page, server) 
     assert turn.locator(".verdict.ok").inner_text() == "✓ Checked against the module"
     assert done["grounding"]["grounded"] is True
     box(page).locator("button.cite").first.click()
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / "demo-page.png"))
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "demo-page.png"))
 
 
 def test_footnotes_show_the_quote_and_link_to_the_section(page, server) -> None:
@@ -276,8 +254,8 @@ def test_a_computation_card_reruns_with_a_changed_input(page, server) -> None:
     card.locator("button.rerun").click()
     expect(card.locator(".card-status")).to_have_text("Updated with your inputs.")
     box(page).locator(".log").evaluate("(log) => { log.scrollTop = 0; }")
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / "answer-with-computation-card.png"))
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "answer-with-computation-card.png"))
 
 
 def test_a_hint_names_the_calculator_and_runs_it_only_when_asked(page, server) -> None:
