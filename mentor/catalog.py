@@ -18,7 +18,16 @@ from pathlib import Path
 from mentor.corpus import Module, chunk_corpus, load_corpus, parse_module
 from mentor.embeddings import Embedder
 from mentor.errors import NotFound
-from mentor.index import Index, IngestReport, build_index, load_vectors, published, read_chunks, read_sources
+from mentor.index import (
+    Index,
+    IngestReport,
+    build_index,
+    load_vectors,
+    publication,
+    published,
+    read_chunks,
+    read_sources,
+)
 from mentor.retrieve import ModuleIndex, Retriever, index_modules
 from mentor.safety import module_urls
 from mentor.settings import Settings
@@ -56,7 +65,10 @@ class Catalog:
 
 
 def make_catalog(
-    settings: Settings, embedder: Embedder, modules: Mapping[str, Module], indexes: Mapping[str, ModuleIndex],
+    settings: Settings,
+    embedder: Embedder,
+    modules: Mapping[str, Module],
+    indexes: Mapping[str, ModuleIndex],
     digests: Mapping[str, str],
 ) -> Catalog:
     retriever = Retriever(
@@ -82,7 +94,7 @@ def sync_catalog(
     chunks = chunk_corpus(modules, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
     report = build_index(index, modules, chunks, embedder, progress=progress, on_plan=on_plan)
     vectors = load_vectors(index.chunks, [c.id for c in chunks])
-    digests = {p.module_id: p.digest for p in published(index)}
+    digests = {p.module_id: p.digest for p in publication(modules, chunks)}
     catalog = make_catalog(settings, embedder, {m.id: m for m in modules}, index_modules(chunks, vectors), digests)
     return catalog, report
 

@@ -252,18 +252,10 @@ def build_index(
     return report
 
 
-def publish_modules(
-    index: Index, modules: Sequence[Module], chunks: Sequence[Chunk], *, dim: int
-) -> list[Published]:
+def publish_modules(index: Index, modules: Sequence[Module], chunks: Sequence[Chunk], *, dim: int) -> list[Published]:
     """Write each changed module's record (source, chunk ids, and the mean of its chunk vectors as its vector);
     delete the records of modules no longer in the corpus. Returns what is published."""
-    by_module: dict[str, list[str]] = {}
-    for chunk in chunks:
-        by_module.setdefault(chunk.module_id, []).append(chunk.id)
-    records = [
-        Published(m.id, m.version, module_digest(m.source, by_module.get(m.id, ())), tuple(by_module.get(m.id, ())))
-        for m in modules
-    ]
+    records = publication(modules, chunks)
     stored = {p.module_id: p.digest for p in published(index)}
     changed = [(m, r) for m, r in zip(modules, records, strict=True) if stored.get(m.id) != r.digest]
     if changed:
@@ -282,6 +274,17 @@ def publish_modules(
     if gone:
         index.modules.delete(ids=gone)
     return records
+
+
+def publication(modules: Sequence[Module], chunks: Sequence[Chunk]) -> list[Published]:
+    """The records `modules` cut into `chunks` are published as (no I/O: what the owner serves is what it wrote)."""
+    by_module: dict[str, list[str]] = {}
+    for chunk in chunks:
+        by_module.setdefault(chunk.module_id, []).append(chunk.id)
+    return [
+        Published(m.id, m.version, module_digest(m.source, by_module.get(m.id, ())), tuple(by_module.get(m.id, ())))
+        for m in modules
+    ]
 
 
 def published(index: Index) -> list[Published]:
