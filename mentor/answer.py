@@ -6,9 +6,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mentor.retrieve import Passage
+from mentor.text.profile import ModuleProfile
 
 Style = Literal["explain", "hint", "brief"]
 STYLES: tuple[str, ...] = ("explain", "hint", "brief")
+# How much of a question the module answers: all of it, some of it (the answer says which part it lacks), none.
+Coverage = Literal["full", "partial", "none"]
+COVERAGES: tuple[str, ...] = ("full", "partial", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,8 @@ class Question:
     passages: list[Passage]
     history: tuple[Turn, ...] = ()
     allowed_urls: frozenset[str] = frozenset()
+    profile: ModuleProfile = ModuleProfile()  # the module's word weights and boilerplate (mentor.text.profile)
+    unknown: tuple[str, ...] = ()  # the question's topic words the module never uses
 
 
 @dataclass(slots=True)
@@ -86,3 +92,5 @@ class Answer:
     fallback_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    coverage: str = "full"  # a Coverage; "none" for a redirect
+    framing: tuple[str, ...] = ()  # the engine's own sentences in `text` (what the module lacks): no claim to check

@@ -30,6 +30,7 @@ from mentor.index import (
 )
 from mentor.retrieve import ModuleIndex, Retriever, index_modules
 from mentor.safety import module_urls
+from mentor.scope import ScopeExamples
 from mentor.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -70,15 +71,26 @@ def make_catalog(
     modules: Mapping[str, Module],
     indexes: Mapping[str, ModuleIndex],
     digests: Mapping[str, str],
+    examples: ScopeExamples | None = None,
 ) -> Catalog:
+    """A catalog of `modules`; the scope examples are loaded (embedded) unless a previous catalog's are given."""
     retriever = Retriever(
         embedder,
         indexes,
         rrf_k=settings.rrf_k,
         scope_threshold=settings.scope_threshold,
         scope_weight=settings.scope_weight,
+        examples=examples if examples is not None else scope_examples(settings, embedder),
+        example_weight=settings.scope_example_weight,
     )
     return Catalog(dict(modules), retriever, dict(digests), {m.id: module_urls(m.body) for m in modules.values()})
+
+
+def scope_examples(settings: Settings, embedder: Embedder) -> ScopeExamples:
+    """The labelled example questions scope weighs, embedded; none when their weight is 0."""
+    if not settings.scope_example_weight:
+        return ScopeExamples()
+    return ScopeExamples.load(settings.scope_examples, embedder)
 
 
 def sync_catalog(
@@ -126,4 +138,6 @@ def read_catalog(settings: Settings, embedder: Embedder, index: Index, previous:
             indexes[record.module_id] = fresh[record.module_id]
     if changed:
         log.info("index publishes %d modules; read %s", len(records), ", ".join(p.module_id for p in changed))
-    return make_catalog(settings, embedder, modules, indexes, digests)
+    return make_catalog(
+        settings, embedder, modules, indexes, digests, previous.retriever.examples if previous else None
+    )

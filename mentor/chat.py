@@ -27,11 +27,12 @@ from mentor.chat_model import TextDelta
 from mentor.citations import ground
 from mentor.conversations import Conversation, ConversationStore, RateLimiter
 from mentor.corpus import Module
-from mentor.engines.extractive import ExtractiveEngine
+from mentor.engines.extractive import ExtractiveEngine, missing_names
 from mentor.engines.llm import LLMEngine
 from mentor.engines.planner import PlannedCall, plan_tools
+from mentor.engines.selection import ASKS_SOURCES
 from mentor.errors import InvalidInput, NotReady, UpstreamError
-from mentor.framing import redirect
+from mentor.framing import PARTIAL_OPENING, redirect
 from mentor.grounding import Grounding
 from mentor.privacy import pseudonym
 from mentor.query import clean_question, resolve_query
@@ -41,6 +42,9 @@ from mentor.text import MAX_MESSAGE_CHARS
 
 log = logging.getLogger(__name__)
 PIECE = re.compile(r"\S+\s*")
+# Start-up runs one question through every stage (ChatService.warm); a calculation reaches the planner and tools.
+WARM_QUESTION = "how much memory does a 7B model need with ZeRO stage 3 on 8 GPUs, and why?"
+WARM_MODULES = 20  # units embedded at start for this many modules; later ones are embedded on first use
 
 __all__ = ["ChatInput", "ChatService", "Prepared"]
 
@@ -69,8 +73,10 @@ class Reading:
 
     @property
     def answerable(self) -> bool:
-        """Whether the module covers it: relevant passages, or a calculation about the module's topics."""
-        return bool(self.cleaned) and (self.retrieval.in_scope or bool(self.plan))
+        """Whether the module covers it: relevant passages, a calculation about the module's topics, or a
+        question about the module's sources that names no topic the module lacks ("where does this come from?")."""
+        asks_sources = bool(ASKS_SOURCES.search(self.cleaned)) and not self.retrieval.unknown
+        return bool(self.cleaned) and (self.retrieval.in_scope or bool(self.plan) or asks_sources)
 
 
 class ChatService:
@@ -141,6 +147,8 @@ class ChatService:
             passages=reading.retrieval.passages,
             history=history,
             allowed_urls=prepared.catalog.urls[module.id],
+            profile=prepared.catalog.retriever.modules[module.id].profile,
+            unknown=reading.retrieval.unknown,
         )
         answer = None
         async for kind, payload in self._answer(module, question, reading, stream=stream):
@@ -204,6 +212,11 @@ class ChatService:
     ) -> AsyncIterator[tuple[str, Any]]:
         """Stream the LLM's answer; retry once when ungrounded; fall back to the extractive engine."""
         assert self.llm is not None
+        # What the module lacks is known before the model answers: say it first, as the offline engine does.
+        named = missing_names(question.unknown, (), question.profile)
+        framing = (f"{PARTIAL_OPENING} {', '.join(named)}; here is what it does say.",) if named else ()
+        if framing and stream:
+            yield "delta", f"{framing[0]}\n\n"
         feedback = None
         reason = None
         for _attempt in range(2):
@@ -225,6 +238,8 @@ class ChatService:
             if answer.out_of_scope:  # the model's own judgement: the passages do not cover it
                 yield "answer", self._redirect(module, injection=False)
                 return
+            if framing:
+                answer = replace(answer, text=f"{framing[0]}\n\n{answer.text}", coverage="partial", framing=framing)
             grounding = await asyncio.to_thread(ground, answer, question)
             if grounding.grounded:
                 yield "answer", answer
@@ -252,6 +267,28 @@ class ChatService:
             self.sink.submit(answered)
         except Exception:  # the log must never cost the learner an answer
             log.exception("signal hand-off failed for question %s", answered.question_id)
+
+    def warm(self, max_modules: int = WARM_MODULES) -> None:
+        """Run every stage once before the first learner: embed the units of the first `max_modules` modules
+        and answer one question end to end (retrieval, planning, selection, grounding), logged nowhere."""
+        catalog = self.catalog
+        indexes = list(catalog.retriever.modules.items())[:max_modules]
+        self.extractive.warm([chunk for _, index in indexes for chunk in index.chunks])
+        if not indexes:
+            return
+        module = catalog.module(indexes[0][0])
+        reading = self.read(WARM_QUESTION, (), module.id, catalog.retriever)
+        question = Question(
+            text=reading.cleaned,
+            module_id=module.id,
+            module_title=module.title,
+            style="explain",
+            passages=reading.retrieval.passages,
+            allowed_urls=catalog.urls[module.id],
+            profile=indexes[0][1].profile,
+            unknown=reading.retrieval.unknown,
+        )
+        ground(self._extract(question, reading), question)
 
     async def asker(self, question_id: str) -> str | None:
         """The pseudonym of who asked a recent question, if the conversation store knows it."""

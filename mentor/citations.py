@@ -50,5 +50,5 @@ def ground(answer: Answer, question: Question) -> Grounding:
         passages=numbered,
         tools=tools,
         history=history,
-        exempt=FIXED_SENTENCES,
+        exempt=(*FIXED_SENTENCES, *answer.framing),
     )

@@ -123,22 +123,25 @@ def search(
 @app.command()
 @handle_errors
 def calibrate(
-    labelled: Annotated[Path, typer.Option("--set", help="JSON lines of {q, in_scope}.")] = Path(
+    labelled: Annotated[Path, typer.Option("--set", help="JSON lines of {module_id, q, in_scope}.")] = Path(
         "eval/calibration/scope.jsonl"
     ),
     module: Annotated[str | None, typer.Option("--module", help="Module the questions are about.")] = None,
 ) -> None:
-    """Fit the scope weight and threshold on labelled questions and print the settings to use."""
-    from mentor.calibrate import calibrate_scope, load_labelled
+    """Fit the scope weights and threshold on labelled questions and print the settings to use."""
+    from mentor.calibrate import calibrate_scope
     from mentor.runtime import build_runtime
+    from mentor.scope import load_labelled
 
-    questions = load_labelled(labelled)
     runtime = build_runtime(make_settings())
-    result = calibrate_scope(runtime.retriever, runtime.module(module).id, questions)
+    module_id = runtime.module(module).id
+    questions = [row for row in load_labelled(labelled, module_id) if row.module_id == module_id]
+    result = calibrate_scope(runtime.retriever, module_id, questions)
     typer.echo(
         f"{result.in_scope} in-scope and {result.out_of_scope} out-of-scope questions: balanced accuracy "
         f"{result.balanced_accuracy:.3f}, gap {result.margin:.3f}\n"
-        f"MENTOR_SCOPE_WEIGHT={result.weight}\nMENTOR_SCOPE_THRESHOLD={result.threshold}"
+        f"MENTOR_SCOPE_WEIGHT={result.weight}\nMENTOR_SCOPE_EXAMPLE_WEIGHT={result.example_weight}\n"
+        f"MENTOR_SCOPE_THRESHOLD={result.threshold}"
     )
     for question in result.misclassified:
         typer.echo(f"  misclassified: {question}")

@@ -10,6 +10,8 @@ from mentor.corpus import Module
 HINT_QUESTION = "Hint: which idea from the module applies here, and what does it trade away?"
 HINT_CALC = "Hint: which formula from the module fits, and which numbers from your question go into it?"
 HINT_CHECK = "Work it out, then ask me again without the hint to check your result."
+# A partial answer opens with one sentence naming what the module leaves out; it carries no claim about the module.
+PARTIAL_OPENING = "The module does not cover"
 # The extractive engine's own framing sentences carry no claim about the module.
 FIXED_SENTENCES: tuple[str, ...] = (HINT_QUESTION, HINT_CALC, HINT_CHECK)
 REDIRECT_OPENINGS = (
@@ -25,5 +27,12 @@ def redirect(module: Module, *, injection: bool) -> Answer:
     opening = REDIRECT_OPENINGS[0] if injection else REDIRECT_OPENINGS[1]
     text = f"{opening} *{module.title}* covers {covered}. Ask me about any of those."
     return Answer(
-        text=text, citations=[], tool_calls=[], out_of_scope=True, engine="extractive", model=None, prompt_version=None
+        text=text,
+        citations=[],
+        tool_calls=[],
+        out_of_scope=True,
+        engine="extractive",
+        model=None,
+        prompt_version=None,
+        coverage="none",
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from mentor.answer import Turn
+from mentor.engines.selection import ASKS_SOURCES
 from mentor.privacy import without_personal_details
 from mentor.retrieve import MAX_QUERY_CHARS
 from mentor.safety import INJECTION, looks_like_injection
@@ -34,10 +35,17 @@ def clean_question(message: str) -> str:
     return " ".join(kept).strip()
 
 
+# "where does this idea come from?" names no topic; it asks for the module's reading list, so retrieval is told so.
+SOURCES_WORDS = "further reading resources references"
+
+
 def resolve_query(message: str, cleaned: str, history: tuple[Turn, ...]) -> str:
     """What retrieval and the scope decision see for a question already cleaned of instructions."""
     # Personal details say nothing about the topic: leave them out of retrieval and the scope decision.
-    return retrieval_query(without_personal_details(cleaned) or cleaned or message, history)
+    query = retrieval_query(without_personal_details(cleaned) or cleaned or message, history)
+    if ASKS_SOURCES.search(cleaned) and len(query) + len(SOURCES_WORDS) < MAX_QUERY_CHARS:
+        query = f"{query} ({SOURCES_WORDS})"
+    return query
 
 
 def retrieval_query(message: str, history: tuple[Turn, ...]) -> str:

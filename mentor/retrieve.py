@@ -12,40 +12,15 @@ import numpy as np
 from mentor.corpus import Chunk
 from mentor.embeddings import Embedder
 from mentor.errors import InvalidInput, NotFound
-from mentor.text import MAX_MESSAGE_CHARS, tokenize
+from mentor.text import ASKING, MAX_MESSAGE_CHARS, tokenize
+from mentor.text.profile import ModuleProfile
+from mentor.scope import ScopeExamples
+from mentor.text.spelling import correct
 
 MAX_QUERY_CHARS = MAX_MESSAGE_CHARS  # a follow-up joined to its question is cut to fit (mentor.query)
 NUMERIC = re.compile(r"^\d+[a-z]?$")
-
-
-def near(a: str, b: str) -> bool:
-    """True when `a` and `b` differ by at most one edit (insert, delete, substitute or swap)."""
-    if a == b:
-        return True
-    if abs(len(a) - len(b)) > 1:
-        return False
-    if len(a) == len(b):
-        diff = [i for i in range(len(a)) if a[i] != b[i]]
-        return len(diff) == 1 or (
-            len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
-        )
-    short, long_ = (a, b) if len(a) < len(b) else (b, a)
-    i = 0
-    while i < len(short) and short[i] == long_[i]:
-        i += 1
-    return short[i:] == long_[i + 1 :]
-
-
-LETTERS_DIGITS = re.compile(r"[a-z]+|\d+")
-
-
-def expand_unknown(terms: list[str], vocab: frozenset[str]) -> list[str]:
-    """Split a term the module does not use at letter/digit seams: "zero3" -> "zero", "3"."""
-    out: list[str] = []
-    for term in terms:
-        parts = LETTERS_DIGITS.findall(term)
-        out.extend(parts if term not in vocab and len(parts) > 1 else [term])
-    return out
+# A word that could name a topic: letters, perhaps a short number ("fp8", "int4"), never an id ("run-7b172231").
+WORD = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z]*(?:-?[A-Za-z]+)*\d{0,3}(?![\w-])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +49,7 @@ class Retrieval:
     in_scope: bool
     dense_max: float
     coverage: float
+    unknown: tuple[str, ...] = ()  # the question's topic words the module never uses, as the learner wrote them
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +63,7 @@ class ModuleIndex:
     vectors: np.ndarray
     bm25: bm25s.BM25
     vocab: frozenset[str]
+    profile: ModuleProfile  # word weights and boilerplate units, for choosing what to quote
 
     @classmethod
     def build(cls, chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray]) -> ModuleIndex:
@@ -95,7 +72,8 @@ class ModuleIndex:
         bm25 = bm25s.BM25()
         bm25.index(tokens, show_progress=False)
         matrix = np.asarray([vectors[c.id] for c in chunks], dtype=np.float32)
-        return cls(tuple(chunks), matrix, bm25, frozenset(t for doc in tokens for t in doc))
+        vocab = frozenset(t for doc in tokens for t in doc)
+        return cls(tuple(chunks), matrix, bm25, vocab, ModuleProfile.of(chunks))
 
 
 def index_modules(chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray]) -> dict[str, ModuleIndex]:
@@ -121,11 +99,16 @@ class Retriever:
         rrf_k: int = 60,
         scope_threshold: float = 0.45,
         scope_weight: float = 0.5,
+        examples: ScopeExamples | None = None,
+        example_weight: float = 0.0,
     ) -> None:
+        self.embedder = embedder
         self._embedder = embedder
         self._rrf_k = rrf_k
         self.scope_threshold = scope_threshold
         self.scope_weight = scope_weight
+        self.examples = examples or ScopeExamples()
+        self.example_weight = example_weight
         self.modules: dict[str, ModuleIndex] = dict(modules)
 
     def query_terms(self, query: str, module_id: str) -> tuple[list[str], float]:
@@ -134,17 +117,27 @@ class Retriever:
         vocab = self.modules[module_id].vocab
         terms: list[str] = []
         topical = matched = 0
-        for term in expand_unknown(tokenize(query), vocab):
-            if term not in vocab and len(term) >= 6:
-                # "paralel", "optimzer": one edit away from a long module word is a typo, not a new topic.
-                # Short words are left alone: "bread" is not a misspelt "read".
-                term = next((v for v in sorted(vocab) if len(v) >= 5 and near(term, v)), term)
+        for term in correct(tokenize(query), vocab):
             terms.append(term)
-            if not NUMERIC.match(term):
+            if not NUMERIC.match(term) and term not in ASKING:
                 topical += 1
                 matched += term in vocab
         coverage = matched / topical if topical else 0.5
         return terms, coverage
+
+    def unknown_words(self, query: str, module_id: str) -> tuple[str, ...]:
+        """The words of `query` naming a topic the module never mentions ("slower", "fp8"), as written.
+
+        A word counts when none of its terms (after the same typo mapping as retrieval) is in the module's
+        vocabulary, and it is neither a number nor a word of asking.
+        """
+        unknown: dict[str, None] = {}
+        for word in WORD.findall(query):
+            terms, _ = self.query_terms(word, module_id)
+            topical = [t for t in terms if not NUMERIC.match(t) and t not in ASKING]
+            if topical and not any(t in self.modules[module_id].vocab for t in topical):
+                unknown[word.lower()] = None
+        return tuple(unknown)
 
     @property
     def module_ids(self) -> list[str]:
@@ -203,8 +196,10 @@ class Retriever:
             for rank, (cid, score) in enumerate(ranked, start=1)
         ]
         dense_max = max(dense.values(), default=0.0)
-        relevance = self.scope_weight * dense_max + (1 - self.scope_weight) * coverage
-        return Retrieval(passages, relevance, relevance >= self.scope_threshold, dense_max, coverage)
+        margin = self.examples.margin(module_id, vector) if self.example_weight else 0.0
+        relevance = self.scope_weight * dense_max + (1 - self.scope_weight) * coverage + self.example_weight * margin
+        unknown = self.unknown_words(query, module_id) if coverage < 1 else ()
+        return Retrieval(passages, relevance, relevance >= self.scope_threshold, dense_max, coverage, unknown)
 
 
 def validate_query(query: str) -> str:

@@ -63,6 +63,7 @@ def test_response_shape(answers) -> None:
         "citations",
         "tool_calls",
         "out_of_scope",
+        "coverage",  # full, partial (the answer says what the module lacks) or none
         "grounding",
         "engine",
         "model",

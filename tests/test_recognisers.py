@@ -238,6 +238,8 @@ SAMPLES = {
     "scaling_law_loss": "expected loss for a 70B model trained on 1.4T tokens",
     "chinchilla_optimal": "compute-optimal model for 1e24 flops",
     "training_memory": "how much memory does a 13B model need with Adam",
+    "memory_fit": "will Adam training of a 6B model fit on one 48 GB card?",
+    "compare_allocations": "13B on 500B tokens vs 40B on 150B tokens: which is better?",
 }
 
 

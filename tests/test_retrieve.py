@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from mentor.calibrate import calibrate_scope, load_labelled
+from mentor.calibrate import calibrate_scope
+from mentor.scope import load_labelled
 from mentor.errors import InvalidInput, NotFound
-from mentor.retrieve import near
 from mentor.settings import Settings
+from mentor.text.spelling import near
 
 from .conftest import MODULE_ID, ROOT
 
@@ -68,6 +69,7 @@ def test_default_scope_settings_are_the_calibrated_ones(runtime) -> None:
     result = calibrate_scope(runtime.retriever, MODULE_ID, labelled)
     defaults = Settings.model_fields
     assert result.weight == pytest.approx(defaults["scope_weight"].default)
+    assert result.example_weight == pytest.approx(defaults["scope_example_weight"].default)
     assert result.threshold == pytest.approx(defaults["scope_threshold"].default, abs=0.01)
     assert result.balanced_accuracy >= 0.95
 

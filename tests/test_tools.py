@@ -83,6 +83,39 @@ CONTRACT: dict[str, tuple[set[str], set[str]]] = {
         {"num_gpus", "tensor_parallel", "pipeline_parallel", "micro_batch", "grad_accum"},
         {"data_parallel", "global_batch"},
     ),
+    "memory_fit": (
+        {"params", "gpu_memory_gb", "num_gpus", "workload", "zero_stage", "optimizer", "bits", "group_size"},
+        {
+            "verdict",
+            "workload",
+            "total_bytes",
+            "per_gpu_bytes",
+            "available_per_gpu_bytes",
+            "available_total_bytes",
+            "headroom_per_gpu_bytes",
+            "shortfall_per_gpu_bytes",
+            "bytes_per_param",
+            "zero_stage",
+            "sharding",
+            "min_gpus",
+        },
+    ),
+    "compare_allocations": (
+        {"params_a", "tokens_a", "params_b", "tokens_b", "tokens_per_param"},
+        {
+            "verdict",
+            "better",
+            "loss_a",
+            "loss_b",
+            "loss_difference",
+            "compute_flops_a",
+            "compute_flops_b",
+            "equal_compute",
+            "compute_difference_percent",
+            "tokens_per_param_a",
+            "tokens_per_param_b",
+        },
+    ),
 }
 
 # One valid call per calculator, with only the required arguments.
@@ -99,6 +132,8 @@ MINIMAL: dict[str, dict[str, object]] = {
     "number_format": {"format": "fp16"},
     "loss_scaling": {"gradient": "1e-8"},
     "parallel_layout": {"num_gpus": 64, "tensor_parallel": 8},
+    "memory_fit": {"params": "7B", "gpu_memory_gb": 80},
+    "compare_allocations": {"params_a": "13B", "tokens_a": "500B", "params_b": "40B", "tokens_b": "150B"},
 }
 
 
@@ -321,6 +356,32 @@ BAD_INPUT = [
         "parallel_layout",
         {"num_gpus": 100, "tensor_parallel": 8, "pipeline_parallel": 4},
         "num_gpus: 100 GPUs do not split into replicas of tensor_parallel × pipeline_parallel",
+    ),
+    ("memory_fit", {"params": "7B", "gpu_memory_gb": 0}, "gpu_memory_gb: must be greater than 0"),
+    ("memory_fit", {"params": "7B"}, "gpu_memory_gb: required argument is missing"),
+    ("memory_fit", {"params": "7B", "gpu_memory_gb": 80, "num_gpus": 0}, "num_gpus: must be at least 1"),
+    ("memory_fit", {"params": "7B", "gpu_memory_gb": 80, "workload": "serving"}, "workload: must be"),
+    ("memory_fit", {"params": "7B", "gpu_memory_gb": 80, "zero_stage": 4}, "zero_stage: must be 0, 1, 2 or 3"),
+    ("memory_fit", {"params": "7B", "gpu_memory_gb": 80, "bits": 4}, "bits: applies to inference only"),
+    (
+        "memory_fit",
+        {"params": "7B", "gpu_memory_gb": 80, "workload": "inference", "zero_stage": 3},
+        "zero_stage: applies to training only",
+    ),
+    (
+        "memory_fit",
+        {"params": "7B", "gpu_memory_gb": 80, "workload": "inference", "bits": 64},
+        "bits: must be a whole number from 1 to 16, or 32 (got 64)",
+    ),
+    (
+        "compare_allocations",
+        {"params_a": "13B", "tokens_a": "500B", "params_b": "40B"},
+        "tokens_b: required argument is missing",
+    ),
+    (
+        "compare_allocations",
+        {"params_a": "13B", "tokens_a": "500B", "params_b": "40B", "tokens_b": "0.5"},
+        "tokens_b: must be a whole number",
     ),
 ]
 

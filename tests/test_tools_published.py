@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 import struct
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from fractions import Fraction
 
 import pytest
 
-from mentor.tools import run_tool
+from mentor.tools import REGISTRY, run_tool
 
 GB = 10**9
 
@@ -195,13 +195,72 @@ def test_chinchilla_beats_gopher_at_the_same_compute():
     assert chinchilla < gopher
 
 
+# Kaplan et al. 2020, eq. 1.5, L(N, D) = [(N_c/N)^(alpha_N/alpha_D) + D_c/D]^alpha_D, is fitted jointly in §4.2,
+# Table 2 "Fits to L(N, D)". The §1.2 constants (N_c 8.8e13, D_c 5.4e13, alpha_D 0.095) fit eq. 1.1 and 1.2 alone.
+KAPLAN_TABLE_2 = {"N_c": "6.4e13", "D_c": "1.8e13", "alpha_N": "0.076", "alpha_D": "0.103"}
+KAPLAN = Context(prec=40)
+
+
+def kaplan_eq_1_5(n: int | Decimal, d: int | Decimal) -> Decimal:
+    """Eq. 1.5 with Table 2's constants typed in again, in 40-digit Decimal: a separate code path."""
+    c = {key: Decimal(value) for key, value in KAPLAN_TABLE_2.items()}
+    power = lambda base, exponent: KAPLAN.exp(KAPLAN.multiply(exponent, KAPLAN.ln(base)))  # noqa: E731
+    bracket = power(c["N_c"] / Decimal(n), c["alpha_N"] / c["alpha_D"]) + c["D_c"] / Decimal(d)
+    return power(bracket, c["alpha_D"])
+
+
+def kaplan_loss(params: object, tokens: object) -> float:
+    return run_tool("scaling_law_loss", {"params": params, "tokens": tokens, "law": "kaplan"}).result["loss"]
+
+
+def test_kaplan_law_uses_the_table_2_joint_fit():
+    result = run_tool("scaling_law_loss", {"params": "1B", "tokens": "20B", "law": "kaplan"})
+    assert result.result["constants"] == {key: float(value) for key, value in KAPLAN_TABLE_2.items()}
+    independent = kaplan_eq_1_5(10**9, 20 * 10**9)
+    assert math.isclose(result.result["loss"], float(independent), rel_tol=1e-15)
+    # [(6.4e13/1e9)^(0.076/0.103) + 1.8e13/2e10]^0.103 = [≈3518 + 900]^0.103; the §1.2 constants gave 2.435
+    assert rounds_to(result.result["loss"], "2.374")
+    assert "Table 2" in result.explanation and "[≈3518 + 900]^0.103" in result.explanation
+    assert "Table 2" in REGISTRY["scaling_law_loss"].description
+
+
+@pytest.mark.parametrize(
+    ("params", "tokens", "n", "d"),
+    [("1e6", "1e9", 10**6, 10**9), ("125M", "2.6B", 125 * 10**6, 26 * 10**8), ("1.5B", "22B", 15 * 10**8, 22 * 10**9),
+     ("175B", "300B", 175 * 10**9, 300 * 10**9)],
+)  # fmt: skip
+def test_kaplan_law_matches_eq_1_5_recomputed(params, tokens, n, d):
+    """Small, GPT-2-sized and GPT-3-sized points, against the formula recomputed from the paper's constants."""
+    assert math.isclose(kaplan_loss(params, tokens), float(kaplan_eq_1_5(n, d)), rel_tol=1e-15)
+
+
 def test_kaplan_law_identities():
     # At N = N_c and D = D_c the bracket is 1 + 1, so L = 2^alpha_D.
-    at_scale = run_tool("scaling_law_loss", {"params": "8.8e13", "tokens": "5.4e13", "law": "kaplan"}).result
-    assert math.isclose(at_scale["loss"], 2**0.095, rel_tol=1e-14)
-    # With (near) unlimited data, eq. 1.5 reduces to eq. 1.1: L(N) = (N_c/N)^alpha_N.
-    data_rich = run_tool("scaling_law_loss", {"params": "1B", "tokens": "1e200", "law": "kaplan"}).result
-    assert math.isclose(data_rich["loss"], (8.8e13 / 1e9) ** 0.076, rel_tol=1e-12)
+    at_scale = kaplan_loss("6.4e13", "1.8e13")
+    assert math.isclose(at_scale, 2**0.103, rel_tol=1e-14)
+    # With (near) unlimited data, eq. 1.5 reduces to the L(N) form (N_c/N)^alpha_N, with the joint fit's N_c.
+    assert math.isclose(kaplan_loss("1B", "1e200"), (6.4e13 / 1e9) ** 0.076, rel_tol=1e-12)
+
+
+def test_kaplan_law_gives_the_papers_overfitting_rule():
+    """§4.2, eq. 4.3 and 4.4: loss within 0.02 (the seed-to-seed spread) of the infinite-data loss needs
+    D ≳ (5 × 10^3) N^0.74; and §1.1: "every time we increase the model size 8x, we only need to increase the data
+    by roughly 5x". Both follow from eq. 1.5 with Table 2's constants (0.076/0.103 ≈ 0.738), not with §1.2's
+    (0.076/0.095 = 0.8, coefficient ≈1.6e3)."""
+    alpha_n, alpha_d = Fraction("0.076"), Fraction("0.103")
+    exponent = alpha_n / alpha_d
+    assert round(float(exponent), 2) == 0.74
+    assert round(8 ** float(exponent)) == 5
+    # Eq. 4.3 set to 0.02: (N/N_c)^(alpha_N/alpha_D) · D_c/D = 1.02^(1/alpha_D) − 1, so D = coefficient · N^0.738.
+    x = 1.02 ** (1 / float(alpha_d)) - 1
+    coefficient = 1.8e13 / (x * 6.4e13 ** float(exponent))
+    assert 4.5e3 < coefficient < 6e3  # ≈5.5e3 with the unrounded exponent: "roughly 5 × 10^3"
+    single_law = 5.4e13 / ((1.02 ** (1 / 0.095) - 1) * 8.8e13**0.8)
+    assert not 4.5e3 < single_law < 6e3  # ≈1.6e3: the §1.2 constants do not give the paper's rule
+    for n in (10**8, 10**9, 8 * 10**9, 10**10):
+        d = round(coefficient * n ** float(exponent))
+        # The calculator's own loss at that D is 2% above its data-rich loss: eq. 1.5 carries the rule.
+        assert math.isclose(kaplan_loss(n, d) / kaplan_loss(n, "1e200"), 1.02, rel_tol=1e-9)
 
 
 def test_loss_constants_can_be_overridden():

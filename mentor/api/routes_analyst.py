@@ -74,12 +74,16 @@ def filters(
     section_id: Annotated[str | None, Query(max_length=200)] = None,
     out_of_scope: bool | None = None,
     grounded: bool | None = None,
+    coverage: Annotated[
+        Literal["full", "partial", "none"] | None,
+        Query(description="How much of the question the module answered; partial marks where the module falls short."),
+    ] = None,
 ) -> Filters:
     """The analyst filters, checked here so that an export refuses them before its first byte."""
     since, until = as_utc("since", since), as_utc("until", until)
     if since and until and since > until:
         raise InvalidInput("since: must not be after until")
-    return Filters(module_id, since, until, section_id, out_of_scope, grounded)
+    return Filters(module_id, since, until, section_id, out_of_scope, grounded, coverage)
 
 
 def as_utc(name: str, moment: datetime | None) -> datetime | None:

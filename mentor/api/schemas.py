@@ -84,7 +84,7 @@ class CitationOut(BaseModel):
 
 class ToolCallOut(BaseModel):
     name: str
-    title: str = Field("", description="The calculator's title, e.g. \"ZeRO memory per GPU\".")
+    title: str = Field("", description='The calculator\'s title, e.g. "ZeRO memory per GPU".')
     arguments: dict[str, Any]
     result: dict[str, Any] | None
     explanation: str
@@ -117,6 +117,10 @@ class ChatResponse(BaseModel):
     citations: list[CitationOut]
     tool_calls: list[ToolCallOut]
     out_of_scope: bool
+    coverage: Literal["full", "partial", "none"] = Field(
+        description="How much of the question the module answers: all of it, part of it (the answer opens with "
+        "one sentence naming what the module does not cover), or none (a redirect)."
+    )
     grounding: GroundingOut
     engine: str
     model: str | None
@@ -147,6 +151,7 @@ class ChatResponse(BaseModel):
             ],
             tool_calls=[ToolCallOut.of(c, hint=hint) for c in answer.tool_calls if c.error is None],
             out_of_scope=answer.out_of_scope,
+            coverage=answer.coverage,
             grounding=GroundingOut(
                 grounded=answered.grounding.grounded,
                 unsupported_sentences=list(answered.grounding.unsupported_sentences),

@@ -157,6 +157,9 @@ class LoggedQuestion(BaseModel):
     model: str | None
     prompt_version: str | None
     out_of_scope: bool
+    coverage: Literal["full", "partial", "none"] | None = Field(
+        description="How much of the question the module answered; null for questions logged before it was measured."
+    )
     grounded: bool
     unsupported_sentences: list[str]
     untraced_numbers: list[str]

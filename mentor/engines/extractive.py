@@ -1,29 +1,51 @@
-"""The offline engine: answers from the best-matching sentences of the retrieved passages, plus calculators.
+"""The offline engine: answers with the module sentences that answer the question, plus calculators.
 
-It never writes a fact of its own. Sentences are scored against the question (embedding similarity plus the
-share of question words they contain), near-duplicates are dropped (the module repeats itself in its
-reference and one-liner sections), and the chosen ones are kept in reading order, each with its citation.
+It never writes a fact of its own. The question is cut into parts (two questions in one, two sides of a
+comparison) and each part gets the units that clear a relevance floor (`mentor.engines.selection`), in reading
+order, each with its citation. What it cannot answer it says, in one framing sentence before the quotes
+(`coverage` "partial"): the question's words the module never uses, and the parts no sentence answers. A
+follow-up never re-quotes what the previous answer said unless asked to repeat; a calculation quotes the
+module's rule, not its worked example for another size.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 
 import numpy as np
 
 from mentor.answer import Answer, Citation, Question, ToolCall
+from mentor.corpus import Chunk
 from mentor.embeddings import Embedder
 from mentor.engines.planner import PlannedCall
+from mentor.engines.selection import (
+    ASKS_ABOUT_MODULE,
+    ASKS_REPEAT,
+    ASKS_SOURCES,
+    NEAREST,
+    Part,
+    Selection,
+    candidates,
+    question_parts,
+    quoted_before,
+    select,
+)
 from mentor.engines.tool_calls import run_tool_call
-from mentor.framing import HINT_CALC, HINT_CHECK, HINT_QUESTION
+from mentor.framing import HINT_CALC, HINT_CHECK, HINT_QUESTION, PARTIAL_OPENING
+from mentor.query import SOURCES_WORDS
 from mentor.retrieve import Passage
-from mentor.safety import looks_like_injection, sanitize_markdown
-from mentor.text import Unit, split_units, tokenize
+from mentor.safety import sanitize_markdown
+from mentor.text import Unit, split_units
+from mentor.text.profile import ModuleProfile
 from mentor.tools.registry import title_of
 
 ENGINE = "extractive"
 MAX_UNITS = {"explain": 3, "brief": 1, "hint": 1}
+# A model size in module text ("7B", "1.4T"): a sentence about another size is the worked example, not the rule.
+SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([BT])\b")
+MAX_NAMED = 3  # the partial-coverage sentence names at most this many missing words or parts
 
 
 class ExtractiveEngine:
@@ -39,13 +61,13 @@ class ExtractiveEngine:
     def answer(self, question: Question, plan: Sequence[PlannedCall], *, retrieval_query: str) -> Answer:
         """Answer `question` from its passages, running the planned calculators."""
         tool_calls = [run_planned(call) for call in plan]
-        # For a calculation, quote what the module says about that calculation, not whatever shares its numbers.
-        topics = " ".join(dict.fromkeys(title_of(call.name) for call in plan))
-        chosen = self._choose(question, f"{retrieval_query} {topics}".strip(), calculation=bool(plan))
+        computed = any(call.error is None for call in tool_calls)
+        selection, parts = self._choose(question, retrieval_query, tool_calls)
         # [n] is the passage's retrieval rank, the same numbering the LLM engine sees.
         citations: dict[int, Citation] = {}
         quoted: list[str] = []
-        for passage, unit in chosen:
+        for candidate in selection.chosen:
+            passage, unit = candidate.passage, candidate.unit
             citations.setdefault(
                 passage.rank,
                 Citation(passage.rank, passage.chunk_id, passage.section_id, passage.section_title, unit.text),
@@ -53,7 +75,17 @@ class ExtractiveEngine:
             # Each quote ends as a sentence, so the grounding check reads it as one.
             text = unit.text if unit.text.endswith((".", "!", "?")) else f"{unit.text}."
             quoted.append(f"{text} [{passage.rank}]")
-        text = sanitize_markdown(compose(question.style, quoted, tool_calls), allowed_urls=question.allowed_urls)
+        missing = [] if computed else missing_names(question.unknown, selection.unanswered, question.profile)
+        answered = len(parts) - len(selection.unanswered)
+        coverage = "full" if computed or (not missing and answered) else "partial"
+        framing = ()
+        if coverage == "partial":
+            named = ", ".join(dict.fromkeys(missing[:MAX_NAMED])) or "this directly"
+            framing = (
+                f"{PARTIAL_OPENING} {named}; here is what it does say." if quoted else f"{PARTIAL_OPENING} {named}.",
+            )
+        body = compose(question.style, quoted, tool_calls)
+        text = sanitize_markdown("\n\n".join([*framing, body]), allowed_urls=question.allowed_urls)
         return Answer(
             text=text,
             citations=[citations[n] for n in sorted(citations)],
@@ -63,48 +95,73 @@ class ExtractiveEngine:
             model=None,
             prompt_version=None,
             passages=list(question.passages),
+            coverage=coverage,
+            framing=framing,
         )
 
-    def _choose(self, question: Question, query: str, *, calculation: bool) -> list[tuple[Passage, Unit]]:
+    def _choose(self, question: Question, query: str, tool_calls: Sequence[ToolCall]) -> tuple[Selection, list[Part]]:
+        """The units to quote and the question's parts (one part, the calculation, when calculators ran)."""
         if not question.passages:
-            return []
-        query_vector = self._embedder.embed_query(query)
-        query_terms = set(tokenize(query))
-        named = [p for p in question.passages if query_terms and query_terms <= set(tokenize(p.section_title))]
-        if named and not calculation:
-            # "give me the interview one-liners" names a section: quote it rather than a lookalike sentence.
-            passage = min(named, key=lambda p: p.rank)
-            units = [u for u in self._units_of(passage)[0] if not looks_like_injection(u.text)]
-            return [(passage, unit) for unit in units[: MAX_UNITS[question.style] + 2]]
-        scored: list[tuple[float, Passage, Unit, np.ndarray]] = []
-        for passage in question.passages:
-            units, vectors = self._units_of(passage)
-            title_terms = set(tokenize(passage.section_title))  # "interview one-liners" names a section
-            for unit, vector in zip(units, vectors, strict=True):
-                if looks_like_injection(unit.text) or len(unit.text.split()) < 4:
-                    continue
-                terms = set(tokenize(unit.text)) | title_terms
-                overlap = len(query_terms & terms) / len(query_terms) if query_terms else 0.0
-                score = float(vector @ query_vector) + 0.3 * overlap + 0.02 * (len(question.passages) - passage.rank)
-                scored.append((score, passage, unit, vector))
-        if not scored:
-            return []
-        scored.sort(key=lambda item: -item[0])
-        limit = MAX_UNITS[question.style] if not calculation else min(2, MAX_UNITS[question.style])
-        best = scored[0][0]
-        picked: list[tuple[float, Passage, Unit, np.ndarray]] = []
-        for item in scored:
-            if len(picked) == limit or item[0] < 0.8 * best:
-                break
-            terms = set(tokenize(item[2].text))
-            if any(
-                float(item[3] @ other[3]) > 0.85 or jaccard(terms, set(tokenize(other[2].text))) > 0.45
-                for other in picked
-            ):
-                continue  # the module says this twice (reference, one-liners); once is enough
-            picked.append(item)
-        picked.sort(key=lambda item: (item[1].position, item[2].index))
-        return [(passage, unit) for _, passage, unit, _ in picked]
+            return Selection([], []), []
+        profile = question.profile
+        sources = bool(ASKS_SOURCES.search(question.text))
+        query = query.removesuffix(f" ({SOURCES_WORDS})")  # retrieval's pointer to the reading list, not asked
+        pool = candidates(
+            question.passages,
+            self._units_of,
+            profile,
+            allow_boilerplate=sources or bool(ASKS_ABOUT_MODULE.search(question.text)),
+        )
+        said = ""
+        if question.history and not ASKS_REPEAT.search(question.text):
+            # A follow-up asks for what the last answer did not say.
+            said = quoted_before([question.history[-1].answer])
+        computed = [c for c in tool_calls if c.error is None]
+        if computed:
+            # Quote the module's rule behind the calculation, not its worked example for another model size.
+            sizes = set(SIZE.findall(question.text)) | {s for c in computed for s in SIZE.findall(c.explanation)}
+            pool = [c for c in pool if not _other_example(c.unit.text, sizes)]
+            topics = " ".join(dict.fromkeys(title_of(call.name) for call in computed))
+            text = f"{query} {topics}"
+            parts = [Part.of(text, profile)]
+            per_part = limit = 0 if question.style == "brief" else 1
+        else:
+            # A follow-up joined to its question asks one thing: what the earlier answer did not say.
+            follow_up = bool(question.history) and query != question.text
+            parts = [Part.of(query, profile)] if follow_up else question_parts(query, profile)
+            per_part = 2 if question.style == "explain" else 1
+            limit = max(MAX_UNITS[question.style], len(parts)) if question.style != "hint" else 1
+        if not pool or limit == 0:
+            return Selection([], [] if computed else parts), parts
+        if sources and not any(part.terms for part in parts):
+            # "where does this idea come from?" names no topic: the answer is the module's reading list.
+            listed = [c for c in pool if c.unit.text in profile.sources]
+            if listed:
+                return Selection(listed, []), parts
+        vectors = [self._embedder.embed_query(part.text) for part in parts]
+        prefer = profile.sources if sources else frozenset()
+        fresh = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
+        selection = select(parts, vectors, fresh, profile, per_part=per_part, limit=limit, prefer=prefer)
+        if said and not selection.chosen:
+            # Nothing the last answer left out answers it: the module has no more to say than what it said.
+            selection = select(parts, vectors, pool, profile, per_part=1, limit=1, prefer=prefer)
+        if not selection.chosen and not computed:
+            # In scope, yet no sentence clears the floor: quote the nearest one and say it is only that.
+            nearest = select(parts[:1], vectors[:1], pool, profile, per_part=1, limit=1, floor=NEAREST)
+            return Selection(nearest.chosen, list(parts)), parts
+        return selection, parts
+
+    def warm(self, chunks: Sequence[Chunk]) -> None:
+        """Embed the quotable units of `chunks` now, in one batch, so no learner's question waits for them."""
+        cold = [c for c in chunks if c.id not in self._units]
+        units = [split_units(c.text) for c in cold]
+        flat = [u.text for part in units for u in part]
+        vectors = self._embedder.embed_documents(flat) if flat else np.zeros((0, 1))
+        start = 0
+        with self._lock:
+            for chunk, part in zip(cold, units, strict=True):
+                self._units[chunk.id] = (part, vectors[start : start + len(part)] if part else np.zeros((0, 1)))
+                start += len(part)
 
     def _units_of(self, passage: Passage) -> tuple[list[Unit], np.ndarray]:
         cached = self._units.get(passage.chunk_id)
@@ -115,6 +172,21 @@ class ExtractiveEngine:
             with self._lock:
                 self._units[passage.chunk_id] = cached
         return cached
+
+
+def missing_names(unknown: Sequence[str], unanswered: Sequence[Part], profile: ModuleProfile) -> list[str]:
+    """What the partial-coverage sentence names: the words the module never uses, then each unanswered part
+    that holds none of them (a part is named by its own words, "“fp8”", not the whole question)."""
+    names = [f"“{word}”" for word in unknown]
+    lacking = {term for word in unknown for term in profile.words(word)}
+    names += [f"“{part.name}”" for part in unanswered if not lacking & set(part.terms)]
+    return list(dict.fromkeys(names))
+
+
+def _other_example(text: str, sizes: set[tuple[str, str]]) -> bool:
+    """True for a sentence about a model size the question and its calculations never mention."""
+    mentioned = set(SIZE.findall(text))
+    return bool(mentioned) and bool(sizes) and not (mentioned & sizes)
 
 
 def jaccard(a: set[str], b: set[str]) -> float:

@@ -27,6 +27,7 @@ CSV_COLUMNS = [
     "model",
     "prompt_version",
     "out_of_scope",
+    "coverage",
     "grounded",
     "answer",
     "relevance",

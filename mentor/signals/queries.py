@@ -34,6 +34,7 @@ class Filters:
     section_id: str | None = None
     out_of_scope: bool | None = None
     grounded: bool | None = None
+    coverage: str | None = None
 
     def apply(self, query: Any) -> Any:
         if self.since and self.until and self.since > self.until:
@@ -45,6 +46,7 @@ class Filters:
             QuestionRow.primary_section_id == self.section_id if self.section_id else None,
             QuestionRow.out_of_scope == self.out_of_scope if self.out_of_scope is not None else None,
             QuestionRow.grounded == self.grounded if self.grounded is not None else None,
+            QuestionRow.coverage == self.coverage if self.coverage is not None else None,
         ]
         return query.where(*[c for c in conditions if c is not None])
 
@@ -68,6 +70,7 @@ def question_dict(
         "model": row.model,
         "prompt_version": row.prompt_version,
         "out_of_scope": row.out_of_scope,
+        "coverage": row.coverage,
         "grounded": row.grounded,
         "unsupported_sentences": row.unsupported_sentences,
         "untraced_numbers": row.untraced_numbers,

@@ -66,6 +66,7 @@ def question_record(result: AnsweredQuestion, *, embed: Callable[[str], np.ndarr
             "model": answer.model,
             "prompt_version": answer.prompt_version,
             "out_of_scope": answer.out_of_scope,
+            "coverage": answer.coverage,
             "grounded": result.grounding.grounded,
             "unsupported_sentences": unsupported,
             "untraced_numbers": untraced,

@@ -53,6 +53,9 @@ class QuestionRow(SQLModel, table=True):
     model: str | None = Field(default=None, max_length=200)
     prompt_version: str | None = Field(default=None, max_length=100)
     out_of_scope: bool = Field(index=True)
+    coverage: str | None = Field(
+        default=None, index=True, max_length=8, description="full, partial or none; NULL before it was measured"
+    )
     grounded: bool = Field(index=True)
     unsupported_sentences: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     untraced_numbers: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))

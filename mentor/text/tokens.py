@@ -22,6 +22,8 @@ STOPWORDS = frozenset(
 # Starts only where a word starts: without the look-behind a long unhyphenated word is retried from each of its
 # letters, quadratic in its length (a 4,000-letter message cost 0.2 s a call; it is tokenized several times).
 HYPHENATED = re.compile(r"(?<![a-z])[a-z]+(?:-[a-z]+)+")
+# "fp-16", "zero-3", "int-4": a name written with a hyphen before its number also yields the joined form ("fp16").
+NAME_NUMBER = re.compile(r"(?<![a-z0-9])[a-z]+-[0-9]+(?![a-z0-9])")
 BRITISH = re.compile(r"(?<=[a-z]{3})is(ation|ations|e|es|ed|ing|er|ers)$")
 _stemmer = Stemmer.Stemmer("english")
 
@@ -34,5 +36,26 @@ def tokenize(text: str) -> list[str]:
     lower = text.lower()
     words = [t for t in TOKEN.findall(lower) if t not in STOPWORDS and (len(t) > 1 or t.isdigit())]
     words += [w.replace("-", "") for w in HYPHENATED.findall(lower)]
+    words += [w.replace("-", "") for w in NAME_NUMBER.findall(lower)]
     # British and American spellings meet ("quantisation" -> "quantization"), in documents and questions alike.
     return _stemmer.stemWords([BRITISH.sub(r"iz\1", w) for w in words])
+
+
+# Words of asking, pleading and pasted logs: they say how a learner asks, not what about, so they neither count
+# as a topic the module covers nor as one it lacks. "my fp16 run keeps giving inf losses, any tips?" is about
+# fp16 and loss; "Attempted loss scale: 65536, reducing to 32768 — why?" is about loss scale.
+ASKING = frozenset(
+    tokenize(
+        """actually advice anyone attempt attempted basically bother case cause caused causes change changes
+        clarify come comes confused confusing correct currently does doing done exactly fix fixing go goes going
+        guess happen happening happens hold holds idea ideas improve instead issue keep keeps kind lot mean
+        meaning moment might mine need option options overall part parts point possible practice practical
+        probably problem problems really reason reasons recommend recommended reducing reduce reduced right run
+        running runs save saves saving see seem seems setting setup simple simply someone something sometimes
+        sort start step steps still stuck suggest suggestion sure take takes tip tips trick tricks trouble true
+        try trying tried typical typically usually want wanted warning whole wrong yes yet giving gives given
+        uses compared comparing next previous another else more other keeps kept getting gets got tried asks
+        asked card cards box paper papers author authors wrote written write read reading book books source
+        sources cite cited citation citations"""
+    )
+)

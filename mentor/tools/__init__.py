@@ -5,6 +5,8 @@ run_tool("training_memory", {"params": "7B"}).result["total_bytes"]  # 112000000
 """
 
 from mentor.tools.activations import ActivationMemoryArgs, activation_memory
+from mentor.tools.allocation import CompareAllocationsArgs, compare_allocations
+from mentor.tools.fit import MemoryFitArgs, memory_fit
 from mentor.tools.memory import (
     KvCacheArgs,
     TrainingMemoryArgs,
@@ -33,8 +35,10 @@ __all__ = [
     "ActivationMemoryArgs",
     "Calculator",
     "ChinchillaOptimalArgs",
+    "CompareAllocationsArgs",
     "KvCacheArgs",
     "LossScalingArgs",
+    "MemoryFitArgs",
     "NumberFormatArgs",
     "ParallelLayoutArgs",
     "PipelineBubbleArgs",
@@ -46,9 +50,11 @@ __all__ = [
     "ZeroMemoryArgs",
     "activation_memory",
     "chinchilla_optimal",
+    "compare_allocations",
     "get_calculator",
     "kv_cache",
     "loss_scaling",
+    "memory_fit",
     "number_format",
     "parallel_layout",
     "parse_count",

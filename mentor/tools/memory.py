@@ -54,6 +54,25 @@ class TrainingMemoryArgs(ToolArgs):
     )
 
 
+def state_bytes_per_param(weight_dtype: str, optimizer: str, mixed_precision: bool) -> tuple[int, int, bool]:
+    """Bytes per parameter of the weights (and as many of the gradients) and of the optimizer state.
+
+    Also whether an fp32 master copy is kept (mixed precision with 16-bit weights). Shared by
+    `training_memory` and the memory-fit decision, so both count the same 16 bytes for mixed-precision Adam.
+    """
+    weight_bytes = DTYPE_BYTES[weight_dtype]
+    master_copy = mixed_precision and weight_dtype != "fp32"
+    return weight_bytes, (MASTER_COPY_BYTES if master_copy else 0) + MOMENT_BYTES[optimizer], master_copy
+
+
+def optimizer_parts(optimizer: str, master_copy: bool) -> str:
+    """What the optimizer state holds, in words: "fp32 master copy 4 + Adam momentum + variance 8"."""
+    parts = ([f"fp32 master copy {MASTER_COPY_BYTES}"] if master_copy else []) + [
+        f"{MOMENT_NAMES[optimizer]} {MOMENT_BYTES[optimizer]}"
+    ]
+    return " + ".join(parts)
+
+
 def training_memory(args: TrainingMemoryArgs) -> ToolResult:
     """Compute the memory of weights, gradients and optimizer state for training a model on one replica.
 
@@ -61,22 +80,20 @@ def training_memory(args: TrainingMemoryArgs) -> ToolResult:
     Adam: 4 + 4 + 8. With fp32 weights there is no separate master copy, so mixed_precision has no effect.
     Activations, temporary buffers and fragmentation are not included.
     """
-    weight_bytes = DTYPE_BYTES[args.weight_dtype]
-    master_copy = args.mixed_precision and args.weight_dtype != "fp32"
-    optimizer_bytes_per_param = (MASTER_COPY_BYTES if master_copy else 0) + MOMENT_BYTES[args.optimizer]
+    weight_bytes, optimizer_bytes_per_param, master_copy = state_bytes_per_param(
+        args.weight_dtype, args.optimizer, args.mixed_precision
+    )
     bytes_per_param = 2 * weight_bytes + optimizer_bytes_per_param
     weights = args.params * weight_bytes
     optimizer = args.params * optimizer_bytes_per_param
     total = args.params * bytes_per_param
 
     n = f"{units.count(args.params)} params"
-    parts = ([f"fp32 master copy {MASTER_COPY_BYTES}"] if master_copy else []) + [
-        f"{MOMENT_NAMES[args.optimizer]} {MOMENT_BYTES[args.optimizer]}"
-    ]
     explanation = (
         f"weights = {n} × {weight_bytes} bytes ({args.weight_dtype}) = {units.nbytes(weights)}; "
         f"gradients = {n} × {weight_bytes} bytes ({args.weight_dtype}) = {units.nbytes(weights)}; "
-        f"optimizer state = {n} × {optimizer_bytes_per_param} bytes ({' + '.join(parts)}) "
+        f"optimizer state = {n} × {optimizer_bytes_per_param} bytes "
+        f"({optimizer_parts(args.optimizer, master_copy)}) "
         f"= {units.nbytes(optimizer)}; "
         f"total = {n} × {bytes_per_param} bytes/param = {units.nbytes(total)}"
     )
@@ -118,6 +135,22 @@ class ZeroMemoryArgs(ToolArgs):
     )
 
 
+# What each ZeRO stage shards across the data-parallel GPUs; every other part is replicated on each GPU.
+ZERO_SHARDED: dict[int, frozenset[str]] = {
+    0: frozenset(),
+    1: frozenset({"optimizer"}),
+    2: frozenset({"optimizer", "gradients"}),
+    3: frozenset({"optimizer", "gradients", "weights"}),
+}
+
+
+def zero_shares(stage: int, dp_degree: int) -> tuple[int, int, int]:
+    """How many GPUs share the weights, the gradients and the optimizer state under ZeRO `stage` (1: replicated)."""
+    sharded = ZERO_SHARDED[stage]
+    share = {part: dp_degree if part in sharded else 1 for part in ("weights", "gradients", "optimizer")}
+    return share["weights"], share["gradients"], share["optimizer"]
+
+
 def zero_memory(args: ZeroMemoryArgs) -> ToolResult:
     """Compute per-GPU model-state memory under ZeRO stage 0-3 (Rajbhandari et al. 2020, Figure 1).
 
@@ -127,9 +160,7 @@ def zero_memory(args: ZeroMemoryArgs) -> ToolResult:
     Activations are not included.
     """
     psi, nd = args.params, args.dp_degree
-    weights_share = 1 if args.stage < 3 else nd
-    gradients_share = 1 if args.stage < 2 else nd
-    optimizer_share = 1 if args.stage < 1 else nd
+    weights_share, gradients_share, optimizer_share = zero_shares(args.stage, nd)
     weights = Fraction(psi) * args.weight_bytes / weights_share
     gradients = Fraction(psi) * args.gradient_bytes / gradients_share
     optimizer = Fraction(psi) * args.optimizer_bytes_per_param / optimizer_share

@@ -34,9 +34,28 @@ class QuantizedSizeArgs(ToolArgs):
     @field_validator("bits")
     @classmethod
     def _known_width(cls, bits: int) -> int:
-        if bits not in ALLOWED_BITS:
-            raise ValueError(f"must be a whole number from 1 to 16, or 32 (got {bits})")
-        return bits
+        return check_bits(bits)
+
+
+def check_bits(bits: int) -> int:
+    """Refuse a weight width no format uses (shared with the memory-fit decision)."""
+    if bits not in ALLOWED_BITS:
+        raise ValueError(f"must be a whole number from 1 to 16, or 32 (got {bits})")
+    return bits
+
+
+def weight_bits(
+    bits: int, group_size: int | None, scale_bits: int = 16, zero_point_bits: int = 0
+) -> tuple[Fraction, str]:
+    """Bits stored per weight, counting per-group scales and zero points, and the sum in words."""
+    if group_size is None:
+        return Fraction(bits), f"bits per weight = {bits} (no per-group scales counted)"
+    overhead = scale_bits + zero_point_bits
+    bits_per_weight = bits + Fraction(overhead, group_size)
+    return bits_per_weight, (
+        f"bits per weight = {bits} + ({scale_bits} scale + {zero_point_bits} zero-point bits) "
+        f"/ {group_size} weights per group = {units.number(bits_per_weight)}"
+    )
 
 
 def quantized_size(args: QuantizedSizeArgs) -> ToolResult:
@@ -45,17 +64,7 @@ def quantized_size(args: QuantizedSizeArgs) -> ToolResult:
     Without group_size only the weights are counted (a per-tensor scale is negligible), so bits per weight
     is exactly `bits`. Size is params × bits_per_weight / 8 bytes; GB = 10^9 bytes.
     """
-    if args.group_size is None:
-        bits_per_weight = Fraction(args.bits)
-        per_weight = f"bits per weight = {args.bits} (no per-group scales counted)"
-    else:
-        overhead = args.scale_bits + args.zero_point_bits
-        bits_per_weight = args.bits + Fraction(overhead, args.group_size)
-        per_weight = (
-            f"bits per weight = {args.bits} + ({args.scale_bits} scale "
-            f"+ {args.zero_point_bits} zero-point bits) "
-            f"/ {args.group_size} weights per group = {units.number(bits_per_weight)}"
-        )
+    bits_per_weight, per_weight = weight_bits(args.bits, args.group_size, args.scale_bits, args.zero_point_bits)
     total = args.params * bits_per_weight / 8
     explanation = (
         f"{per_weight}; size = {units.count(args.params)} params × {units.number(bits_per_weight)} bits / 8 "

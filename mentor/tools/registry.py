@@ -13,7 +13,9 @@ from typing import Any
 
 from mentor.errors import InvalidInput, NotFound
 from mentor.tools.activations import ACTIVATION_MEMORY
+from mentor.tools.allocation import COMPARE_ALLOCATIONS
 from mentor.tools.calculator import Calculator
+from mentor.tools.fit import MEMORY_FIT
 from mentor.tools.memory import KV_CACHE, TRAINING_MEMORY, ZERO_MEMORY
 from mentor.tools.parallel import PARALLEL_LAYOUT, PIPELINE_BUBBLE
 from mentor.tools.precision import LOSS_SCALING, NUMBER_FORMAT
@@ -35,6 +37,8 @@ CALCULATORS: tuple[Calculator, ...] = (
     NUMBER_FORMAT,
     LOSS_SCALING,
     PARALLEL_LAYOUT,
+    MEMORY_FIT,
+    COMPARE_ALLOCATIONS,
 )
 REGISTRY: dict[str, Calculator] = {calculator.name: calculator for calculator in CALCULATORS}
 # The planner asks the recognisers in this order and takes the first answer, so the narrower wording goes
@@ -42,16 +46,21 @@ REGISTRY: dict[str, Calculator] = {calculator.name: calculator for calculator in
 # training memory; "ZeRO on 64 GPUs" is ZeRO, not a parallel layout; a KV-cache question without its shapes
 # stops the search (an empty plan) rather than fall to training memory; a question with a model size, tokens
 # and "loss" is a loss prediction before it is a Chinchilla one; bare memory words with a size come last.
+# Decisions come before the calculators they reuse: "can I fine-tune 13B on 8 A100 40GB with ZeRO-3?" is a fit
+# (it names a GPU's memory), not ZeRO memory; "does 70B fit on a 24 GB GPU in int4?" is a fit, not a quantized
+# size; "13B on 500B tokens or 40B on 150B tokens?" is a comparison, not one loss or one Chinchilla optimum.
 PLANNING_ORDER: tuple[Calculator, ...] = (
     LOSS_SCALING,
     NUMBER_FORMAT,
     PIPELINE_BUBBLE,
+    MEMORY_FIT,
     ZERO_MEMORY,
     ACTIVATION_MEMORY,
     KV_CACHE,
     PARALLEL_LAYOUT,
     QUANTIZED_SIZE,
     TRAINING_TIME,
+    COMPARE_ALLOCATIONS,
     SCALING_LAW_LOSS,
     CHINCHILLA_OPTIMAL,
     TRAINING_MEMORY,

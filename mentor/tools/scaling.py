@@ -121,12 +121,15 @@ CHINCHILLA_CONSTANTS = {
     "alpha": Fraction("0.34"),
     "beta": Fraction("0.28"),
 }
-# Kaplan et al. 2020, eq. 1.5: L(N, D) = [(N_c/N)^(alpha_N/alpha_D) + D_c/D]^alpha_D.
+# Kaplan et al. 2020, eq. 1.5: L(N, D) = [(N_c/N)^(alpha_N/alpha_D) + D_c/D]^alpha_D, with the paper's joint fit
+# of that equation (§4.2, Table 2 "Fits to L(N, D)"). The §1.2 constants (N_c 8.8e13, alpha_D 0.095, D_c 5.4e13)
+# fit eq. 1.1 and eq. 1.2 one variable at a time; the paper notes they differ slightly from the joint fit. Only the
+# joint fit gives eq. 4.4's D ≳ 5e3·N^0.74 (0.74 ≈ 0.076/0.103), the overfitting rule the paper draws from eq. 1.5.
 KAPLAN_CONSTANTS = {
-    "N_c": Fraction("8.8e13"),
-    "D_c": Fraction("5.4e13"),
+    "N_c": Fraction("6.4e13"),
+    "D_c": Fraction("1.8e13"),
     "alpha_N": Fraction("0.076"),
-    "alpha_D": Fraction("0.095"),
+    "alpha_D": Fraction("0.103"),
 }
 LAW_CONSTANTS = {"chinchilla": CHINCHILLA_CONSTANTS, "kaplan": KAPLAN_CONSTANTS}
 # 50 significant digits: the powers are irrational, so the loss is exact to far below float precision.
@@ -137,7 +140,8 @@ class ScalingLawLossArgs(ToolArgs):
     params: Count = Field(description='Model parameters N, e.g. "70B".')
     tokens: Count = Field(description='Training tokens D, e.g. "1.4T".')
     law: choice_type("chinchilla", "kaplan") = Field(  # type: ignore[valid-type]
-        "chinchilla", description="Which fitted law: chinchilla (Hoffmann 2022) or kaplan (Kaplan 2020)."
+        "chinchilla",
+        description="Which fitted law: chinchilla (Hoffmann 2022) or kaplan (Kaplan 2020, eq. 1.5 with Table 2's fit).",
     )
     constants: dict[str, number_type(at_least=0)] | None = Field(  # type: ignore[valid-type]
         None,
@@ -165,24 +169,30 @@ def _power(base: Fraction | int, exponent: Fraction) -> Decimal:
     return DECIMAL.exp(DECIMAL.multiply(_dec(exponent), DECIMAL.ln(_dec(base))))
 
 
+def chinchilla_loss(n: int, d: int, c: dict[str, Fraction] = CHINCHILLA_CONSTANTS) -> tuple[Decimal, str]:
+    """Evaluate the Chinchilla fit to 50 digits; return the loss and the substituted sum, without its result."""
+    model_term = DECIMAL.divide(_dec(c["A"]), _power(n, c["alpha"]))
+    data_term = DECIMAL.divide(_dec(c["B"]), _power(d, c["beta"]))
+    loss = DECIMAL.add(DECIMAL.add(_dec(c["E"]), model_term), data_term)
+    return loss, (
+        f"{units.number(c['E'])} + {units.number(c['A'])}/{units.count(n)}^{units.number(c['alpha'])} "
+        f"+ {units.number(c['B'])}/{units.count(d)}^{units.number(c['beta'])} "
+        f"= {units.number(c['E'])} + {units.number(Fraction(model_term))} "
+        f"+ {units.number(Fraction(data_term))}"
+    )
+
+
 def _loss(law: str, c: dict[str, Fraction], n: int, d: int) -> tuple[Decimal, str]:
     """Evaluate one law to 50 digits; return the loss and the substituted formula."""
     if law == "chinchilla":
-        model_term = DECIMAL.divide(_dec(c["A"]), _power(n, c["alpha"]))
-        data_term = DECIMAL.divide(_dec(c["B"]), _power(d, c["beta"]))
-        loss = DECIMAL.add(DECIMAL.add(_dec(c["E"]), model_term), data_term)
-        return loss, (
-            f"Chinchilla fit (Hoffmann et al. 2022): L = E + A/N^alpha + B/D^beta "
-            f"= {units.number(c['E'])} + {units.number(c['A'])}/{units.count(n)}^{units.number(c['alpha'])} "
-            f"+ {units.number(c['B'])}/{units.count(d)}^{units.number(c['beta'])} "
-            f"= {units.number(c['E'])} + {units.number(Fraction(model_term))} "
-            f"+ {units.number(Fraction(data_term))}"
-        )
+        loss, substituted = chinchilla_loss(n, d, c)
+        return loss, f"Chinchilla fit (Hoffmann et al. 2022): L = E + A/N^alpha + B/D^beta = {substituted}"
     model_term = _power(Fraction(c["N_c"]) / n, c["alpha_N"] / c["alpha_D"])
     data_term = _dec(Fraction(c["D_c"]) / d)
     loss = _power(Fraction(DECIMAL.add(model_term, data_term)), c["alpha_D"])
     return loss, (
-        f"Kaplan fit (Kaplan et al. 2020): L = [(N_c/N)^(alpha_N/alpha_D) + D_c/D]^alpha_D "
+        f"Kaplan fit (Kaplan et al. 2020, eq. 1.5 with the Table 2 joint fit): "
+        f"L = [(N_c/N)^(alpha_N/alpha_D) + D_c/D]^alpha_D "
         f"= [({units.number(c['N_c'])}/{units.count(n)})^({units.number(c['alpha_N'])}/"
         f"{units.number(c['alpha_D'])}) + {units.number(c['D_c'])}/{units.count(d)}]"
         f"^{units.number(c['alpha_D'])} "
@@ -196,8 +206,9 @@ def scaling_law_loss(args: ScalingLawLossArgs) -> ToolResult:
 
     Chinchilla: L = E + A/N^alpha + B/D^beta (Hoffmann et al. 2022, eq. 10, E=1.69 A=406.4 B=410.7
     alpha=0.34 beta=0.28). Kaplan: L = [(N_c/N)^(alpha_N/alpha_D) + D_c/D]^alpha_D (Kaplan et al. 2020,
-    eq. 1.5). Fractional powers are irrational, so they are computed in 50-digit decimal, then rounded to a
-    float.
+    eq. 1.5, with its Table 2 joint fit N_c=6.4e13 D_c=1.8e13 alpha_N=0.076 alpha_D=0.103; N counts
+    non-embedding parameters). Fractional powers are irrational, so they are computed in 50-digit decimal,
+    then rounded to a float.
     """
     c = {**LAW_CONSTANTS[args.law], **(args.constants or {})}
     try:

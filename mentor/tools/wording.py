@@ -88,7 +88,7 @@ def first(pattern: re.Pattern[str], text: str) -> str | None:
     return next((group for group in match.groups() if group), None)
 
 
-def _count(number: str, scale: str | None) -> str:
+def count_text(number: str, scale: str | None) -> str:
     """Keep counts as the calculators' own strings ("13B", "1.4T"), so parsing stays in one place."""
     number = number.replace(",", "")
     # The suffix the calculators parse: "thousand" is K (its first letter, T, read 13 thousand as 13 trillion).
@@ -101,7 +101,7 @@ def find_params(text: str) -> str | None:
     for match in PARAMS.finditer(text):
         number, scale = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
         if scale or "e" in number.lower() or float(number.replace(",", "")) >= 1e6:
-            return _count(number, scale)
+            return count_text(number, scale)
     return None
 
 
@@ -110,7 +110,7 @@ def find_tokens(text: str) -> str | None:
     match = TOKENS.search(text)
     if match is None:
         return None
-    return _count(match.group(1), match.group(2))
+    return count_text(match.group(1), match.group(2))
 
 
 def seq_len(text: str) -> int | None:
@@ -132,4 +132,3 @@ def eval_power(text: str) -> str:
     if two:
         return str(2 ** int(two.group(1)))
     return compact
-

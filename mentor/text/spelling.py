@@ -1,0 +1,50 @@
+"""Learners' spellings mapped onto a module's words: "paralel" -> "parallel", "zero3" -> "zero", "3".
+
+Retrieval, the scope decision and the extractive engine's sentence choice read a question's terms the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Set
+
+LETTERS_DIGITS = re.compile(r"[a-z]+|\d+")
+MIN_TYPO_LENGTH = 6  # "bread" is not a misspelt "read": short words are left alone
+
+
+def near(a: str, b: str) -> bool:
+    """True when `a` and `b` differ by at most one edit (insert, delete, substitute or swap)."""
+    if a == b:
+        return True
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (
+            len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+        )
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    i = 0
+    while i < len(short) and short[i] == long_[i]:
+        i += 1
+    return short[i:] == long_[i + 1 :]
+
+
+def expand_unknown(terms: list[str], vocab: Set[str]) -> list[str]:
+    """Split a term the module does not use at letter/digit seams: "zero3" -> "zero", "3"."""
+    out: list[str] = []
+    for term in terms:
+        parts = LETTERS_DIGITS.findall(term)
+        out.extend(parts if term not in vocab and len(parts) > 1 else [term])
+    return out
+
+
+def correct(terms: Iterable[str], vocab: Set[str]) -> list[str]:
+    """Terms with unknown letter/digit compounds split and one-edit typos of long module words corrected."""
+    corrected: list[str] = []
+    for term in expand_unknown(list(terms), vocab):
+        if term not in vocab and len(term) >= MIN_TYPO_LENGTH:
+            # "paralel", "optimzer": one edit away from a long module word is a typo, not a new topic.
+            term = next((v for v in sorted(vocab) if len(v) >= 5 and near(term, v)), term)
+        corrected.append(term)
+    return corrected
