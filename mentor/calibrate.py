@@ -57,9 +57,7 @@ def calibrate_scope(retriever: Retriever, module_id: str, labelled: list[Labelle
                     best = candidate
     assert best is not None
     accuracy, gap, weight, example_weight, threshold = best
-    wrong = [
-        q for d, c, m, y, q in features if (weight * d + (1 - weight) * c + example_weight * m >= threshold) != y
-    ]
+    wrong = [q for d, c, m, y, q in features if (weight * d + (1 - weight) * c + example_weight * m >= threshold) != y]
     return ScopeCalibration(
         round(weight, 2), example_weight, round(threshold, 4), accuracy, gap, positives, negatives, wrong
     )

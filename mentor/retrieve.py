@@ -12,9 +12,9 @@ import numpy as np
 from mentor.corpus import Chunk
 from mentor.embeddings import Embedder
 from mentor.errors import InvalidInput, NotFound
+from mentor.scope import ScopeExamples
 from mentor.text import ASKING, MAX_MESSAGE_CHARS, tokenize
 from mentor.text.profile import ModuleProfile
-from mentor.scope import ScopeExamples
 from mentor.text.spelling import correct
 
 MAX_QUERY_CHARS = MAX_MESSAGE_CHARS  # a follow-up joined to its question is cut to fit (mentor.query)

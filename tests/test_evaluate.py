@@ -49,8 +49,10 @@ def test_the_golden_set_is_valid_and_covers_every_category_and_calculator() -> N
         assert len(group) >= 8, category
         heldout = sum(c.split == "heldout" for c in group) / len(group)
         assert 0.2 <= heldout <= 0.34, (category, heldout)
-    calculations = {c.expect.tool for c in cases if c.category == "calculation"}
+    calculations = {c.expect.tool for c in cases if c.category in ("calculation", "decision")}
     assert calculations == set(REGISTRY)
+    assert all(c.expect.tool and c.expect.verdict for c in cases if c.category == "decision")
+    assert all(c.expect.expected_coverage == "partial" for c in cases if c.category == "partial")
     assert all(len(c.turns) >= 2 for c in cases if c.category == "follow_up")
     assert len(load_golden(GOLDEN, "dev")) + len(load_golden(GOLDEN, "heldout")) == len(cases)
 
@@ -303,6 +305,12 @@ def test_compute_metrics_matches_hand_computed_values() -> None:
         "forbidden_free": (0.75, 4),  # G
         "pii_leak_rate": (0.5, 2),  # J
         "grounded_share": (0.8571, 7),  # C
+        "sentence_precision": (None, 0),  # no case labels parts (tests/test_metrics_quality.py does)
+        "answer_completeness": (None, 0),
+        "verdict_rate": (None, 0),
+        "coverage_accuracy": (0.0, 8),  # no response carries coverage: A-F, I, J are scored (G, H are attacks)
+        "neighbour_leakage": (None, 0),
+        "follow_up_novelty": (None, 0),
         "latency_p50_ms": (50.0, 10),  # nearest rank 5 of 10
         "latency_p95_ms": (300.0, 10),  # nearest rank 10 of 10
         "case_pass_rate": (0.4, 10),  # A B D H

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from mentor.calibrate import calibrate_scope
-from mentor.scope import load_labelled
 from mentor.errors import InvalidInput, NotFound
+from mentor.scope import load_labelled
 from mentor.settings import Settings
 from mentor.text.spelling import near
 
