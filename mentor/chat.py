@@ -30,7 +30,7 @@ from mentor.corpus import Module
 from mentor.engines.extractive import ExtractiveEngine, missing_names
 from mentor.engines.llm import LLMEngine
 from mentor.engines.planner import PlannedCall, plan_tools
-from mentor.engines.selection import ASKS_SOURCES
+from mentor.engines.selection import ASKS_ABOUT_MODULE, ASKS_SOURCES
 from mentor.errors import InvalidInput, NotReady, UpstreamError
 from mentor.framing import PARTIAL_OPENING, redirect
 from mentor.grounding import Grounding
@@ -74,9 +74,11 @@ class Reading:
     @property
     def answerable(self) -> bool:
         """Whether the module covers it: relevant passages, a calculation about the module's topics, or a
-        question about the module's sources that names no topic the module lacks ("where does this come from?")."""
-        asks_sources = bool(ASKS_SOURCES.search(self.cleaned)) and not self.retrieval.unknown
-        return bool(self.cleaned) and (self.retrieval.in_scope or bool(self.plan) or asks_sources)
+        question about the module itself or its sources that names no topic the module lacks ("where does this
+        idea come from?", "quick summary of the module")."""
+        about = ASKS_SOURCES.search(self.cleaned) or ASKS_ABOUT_MODULE.search(self.cleaned)
+        asks_about_module = bool(about) and not self.retrieval.unknown
+        return bool(self.cleaned) and (self.retrieval.in_scope or bool(self.plan) or asks_about_module)
 
 
 class ChatService:
@@ -184,7 +186,9 @@ class ChatService:
         """Clean the question, resolve its query, retrieve its passages and plan its calculators (blocking)."""
         cleaned = clean_question(message)
         query = resolve_query(message, cleaned, history)
-        retrieval = (retriever or self.catalog.retriever).search(query, module_id, self.top_k)
+        # A question about sources reads two passages more, so the reading list is among them.
+        depth = self.top_k + 2 if ASKS_SOURCES.search(cleaned) else self.top_k
+        retrieval = (retriever or self.catalog.retriever).search(query, module_id, depth)
         plan = plan_tools(cleaned, tuple(t.question for t in history)) if cleaned else []
         return Reading(cleaned, query, retrieval, plan)
 
@@ -196,9 +200,8 @@ class ChatService:
             async for event in self._answer_with_llm(module, question, reading, stream=stream):
                 yield event
             return
-        if reading.answerable:
-            answer = await asyncio.to_thread(self._extract, question, reading)
-        else:
+        answer = await asyncio.to_thread(self._extract, question, reading) if reading.answerable else None
+        if answer is None or answer.out_of_scope:  # the engine, too, may find the module lacks the question's subject
             answer = self._redirect(module, injection=not reading.cleaned)
         for piece in PIECE.findall(answer.text):
             yield "delta", piece

@@ -13,7 +13,7 @@ from mentor.corpus import Chunk
 from mentor.embeddings import Embedder
 from mentor.errors import InvalidInput, NotFound
 from mentor.scope import ScopeExamples
-from mentor.text import ASKING, MAX_MESSAGE_CHARS, tokenize
+from mentor.text import ASKING, COMMON_WORDS, MAX_MESSAGE_CHARS, tokenize
 from mentor.text.profile import ModuleProfile
 from mentor.text.spelling import correct
 
@@ -129,10 +129,12 @@ class Retriever:
         """The words of `query` naming a topic the module never mentions ("slower", "fp8"), as written.
 
         A word counts when none of its terms (after the same typo mapping as retrieval) is in the module's
-        vocabulary, and it is neither a number nor a word of asking.
+        vocabulary, and it is neither a number, a word of asking nor a common English word.
         """
         unknown: dict[str, None] = {}
         for word in WORD.findall(query):
+            if word.lower() in COMMON_WORDS:
+                continue  # "already", "size", "speed": ordinary English, not a missing topic
             terms, _ = self.query_terms(word, module_id)
             topical = [t for t in terms if not NUMERIC.match(t) and t not in ASKING]
             if topical and not any(t in self.modules[module_id].vocab for t in topical):

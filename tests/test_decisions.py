@@ -329,6 +329,209 @@ def only_fit(question: str, context: PlanContext) -> PlannedCall:
     return call
 
 
+def test_count_times_size_card_name_holding_the_training_state_is_a_fit() -> None:
+    """ "8 × 40GB A100s" is a count × one card's memory and its name; "hold" asks for a verdict."""
+    call = planned("would 8 × 40GB A100s hold the training state of a 13B model with ZeRO-3?")
+    assert call == PlannedCall(
+        "memory_fit",
+        {"params": "13B", "gpu_memory_gb": "40", "num_gpus": 8, "workload": "training", "zero_stage": 3},
+    )
+    outcome = run_tool(call.name, call.arguments)
+    assert outcome.result["per_gpu_bytes"] == 13 * 10**9 * 16 // 8 == 26 * GB  # ZeRO-3 shards all of it
+    assert outcome.result["verdict"] == "yes"
+
+
+def test_what_about_on_four_of_them_refits_the_earlier_question_on_four_gpus() -> None:
+    history = ("would 8 H100s with 80 GB each be enough to train a 30B model?",)
+    assert planned(history[0]).arguments["num_gpus"] == 8
+    call = planned("what about on four of them?", history)
+    assert call.name == "memory_fit"
+    assert call.arguments == {"params": "30B", "gpu_memory_gb": "80", "num_gpus": 4, "workload": "training"}
+    assert call.assumed == (
+        "params 30B from earlier in this conversation",
+        "gpu_memory_gb 80 from earlier in this conversation",
+        "workload training from earlier in this conversation",
+    )
+    outcome = run_tool(call.name, call.arguments)
+    assert outcome.result["per_gpu_bytes"] == 30 * 10**9 * 16 // 4 == 120 * GB
+    assert outcome.result["verdict"] == "no"
+    # the same shape after one 80 GB GPU, and with the count in digits
+    one = ("can I train a 7B model on one 80GB GPU?",)
+    assert planned("what about on four of them?", one).arguments == {
+        "params": "7B", "gpu_memory_gb": "80", "num_gpus": 4, "workload": "training"
+    }  # fmt: skip
+    assert planned("and on 16 of them?", one).arguments["num_gpus"] == 16
+
+
+@pytest.mark.parametrize(
+    ("word", "count"),
+    [("one", 1), ("two", 2), ("three", 3), ("four", 4), ("five", 5), ("six", 6), ("seven", 7), ("eight", 8),
+     ("nine", 9), ("ten", 10), ("eleven", 11), ("twelve", 12), ("thirteen", 13), ("fourteen", 14),
+     ("fifteen", 15), ("sixteen", 16)],
+)  # fmt: skip
+def test_gpu_counts_in_words_from_one_to_sixteen(word: str, count: int) -> None:
+    history = ("would 8 H100s with 80 GB each be enough to train a 30B model?",)
+    assert planned(f"what about on {word} of them?", history).arguments["num_gpus"] == count
+    assert planned(f"can I train a 30B model on {word} 80GB GPUs?").arguments["num_gpus"] == count
+
+
+SERVED_ON_TWO = ("can I serve a 70B model in 8-bit on two 48GB cards?",)
+TRAINED_ON_TWO = ("will a 13B model fit on 2 × A100 40GB with ZeRO-3 for training?",)
+EIGHT_H100 = ("would 8 H100s with 80 GB each be enough to train a 30B model?",)
+
+
+@pytest.mark.parametrize(
+    ("question", "history", "arguments", "verdict"),
+    [
+        (  # 13B × 16 bytes = 208 GB over 2 GPUs = 104 GB each
+            "I have two A6000s (48GB) — is that enough to fine-tune a 13B model with Adam?",
+            (),
+            {"params": "13B", "gpu_memory_gb": "48", "num_gpus": 2, "workload": "training", "optimizer": "adam"},
+            "no",
+        ),
+        (  # 7 GB of 8-bit weights
+            "will a 7B model run on a 4090 with 24GB in 8-bit?",
+            (),
+            {"params": "7B", "gpu_memory_gb": "24", "num_gpus": 1, "workload": "inference", "bits": 8},
+            "yes",
+        ),
+        (  # ZeRO-2: weights 6 GB whole + (6 + 36) / 4 GB = 16.5 GB
+            "can we pretrain a 3B model on 4 x80GB cards with ZeRO-2?",
+            (),
+            {"params": "3B", "gpu_memory_gb": "80", "num_gpus": 4, "workload": "training", "zero_stage": 2},
+            "yes",
+        ),
+        (  # 480 GB / 4 = 120 GB each
+            "I've got four 80 GB cards — do I need more GPUs to train a 30B model?",
+            (),
+            {"params": "30B", "gpu_memory_gb": "80", "num_gpus": 4, "workload": "training"},
+            "no",
+        ),
+        (  # 17 GB of 4-bit weights
+            "will a 34B model run in 4-bit on a single RTX 3090 24GB?",
+            (),
+            {"params": "34B", "gpu_memory_gb": "24", "num_gpus": 1, "workload": "inference", "bits": 4},
+            "yes",
+        ),
+        (  # 140 GB of fp16 weights
+            "is one H100 (80GB) enough for inference on a 70B model in fp16?",
+            (),
+            {"params": "70B", "gpu_memory_gb": "80", "num_gpus": 1, "workload": "inference", "bits": 16},
+            "no",
+        ),
+        (  # 1,120 GB / 16 = 70 GB each
+            "would sixteen 40 GB A100s be enough to train a 70B model?",
+            (),
+            {"params": "70B", "gpu_memory_gb": "40", "num_gpus": 16, "workload": "training"},
+            "no",
+        ),
+        (  # 40 GB of 16-bit weights over 3
+            "could three 24GB cards hold a 20B model's weights for serving?",
+            (),
+            {"params": "20B", "gpu_memory_gb": "24", "num_gpus": 3, "workload": "inference"},
+            "yes",
+        ),
+        (  # 70 GB of 8-bit weights on one 48 GB card
+            "how about on one of them?",
+            SERVED_ON_TWO,
+            {"params": "70B", "gpu_memory_gb": "48", "num_gpus": 1, "workload": "inference", "bits": 8},
+            "no",
+        ),
+        (  # 208 GB / 8 = 26 GB each
+            "and on 8 of them?",
+            TRAINED_ON_TWO,
+            {"params": "13B", "gpu_memory_gb": "40", "num_gpus": 8, "workload": "training", "zero_stage": 3},
+            "yes",
+        ),
+        (  # 1,040 GB / 4 = 260 GB each
+            "a 65B model won't fit on 4 × 24GB 4090s for training, will it?",
+            (),
+            {"params": "65B", "gpu_memory_gb": "24", "num_gpus": 4, "workload": "training"},
+            "no",
+        ),
+        (  # 43.2 GB / 12 = 3.6 GB each
+            "twelve V100s with 32 GB each — can we pretrain a 2.7B model with AdamW?",
+            (),
+            {"params": "2.7B", "gpu_memory_gb": "32", "num_gpus": 12, "workload": "training", "optimizer": "adamw"},
+            "yes",
+        ),
+        (  # 480 GB / 11 ≈ 43.6 GB each
+            "what if I had eleven of them?",
+            EIGHT_H100,
+            {"params": "30B", "gpu_memory_gb": "80", "num_gpus": 11, "workload": "training"},
+            "yes",
+        ),
+        (  # 1,040 GB / 8 = 130 GB each
+            "do I need more GPUs? I have 8 × A100 80GB and want to fine-tune a 65B model with ZeRO-3",
+            (),
+            {"params": "65B", "gpu_memory_gb": "80", "num_gpus": 8, "workload": "training", "zero_stage": 3},
+            "no",
+        ),
+        (  # 6.5 GB of 4-bit weights
+            "is 24GB of VRAM enough to run a 13B model in int4?",
+            (),
+            {"params": "13B", "gpu_memory_gb": "24", "num_gpus": 1, "workload": "inference", "bits": 4},
+            "yes",
+        ),
+        (  # 112 GB / 8 = 14 GB each
+            "can I fine-tune a 7B model on 8x80GB?",
+            (),
+            {"params": "7B", "gpu_memory_gb": "80", "num_gpus": 8, "workload": "training"},
+            "yes",
+        ),
+        (  # 480 GB / 2 = 240 GB each
+            "what about with two?",
+            EIGHT_H100,
+            {"params": "30B", "gpu_memory_gb": "80", "num_gpus": 2, "workload": "training"},
+            "no",
+        ),
+        (  # 480 GB / 8 = 60 GB each, on 40 GB cards
+            "and with 40GB cards instead?",
+            EIGHT_H100,
+            {"params": "30B", "gpu_memory_gb": "40", "num_gpus": 8, "workload": "training"},
+            "no",
+        ),
+        (  # a bigger model on the same GPUs: 1,120 GB / 8 = 140 GB each
+            "and a 70B model?",
+            EIGHT_H100,
+            {"params": "70B", "gpu_memory_gb": "80", "num_gpus": 8, "workload": "training"},
+            "no",
+        ),
+    ],
+)
+def test_more_learner_wordings_are_planned_as_fits(
+    question: str, history: tuple[str, ...], arguments: dict, verdict: str
+) -> None:
+    call = planned(question, history)
+    assert call.name == "memory_fit" and call.arguments == arguments
+    assert run_tool(call.name, call.arguments).result["verdict"] == verdict
+
+
+def test_a_card_number_is_a_card_not_a_count() -> None:
+    """ "my 4090 GPU" is one RTX 4090, not 4,090 GPUs; "4090" alone says no memory, so nothing is compared."""
+    call = planned("can I run a 7B model in fp16 on my 4090 GPU with 24GB?")
+    assert call.arguments == {"params": "7B", "gpu_memory_gb": "24", "num_gpus": 1, "workload": "inference", "bits": 16}
+    assert recognise_memory_fit("will a 7B model run on my 4090?", NONE) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "history", "name"),
+    [
+        # a time question names its GPUs' memory too
+        ("how long will it take to train a 70B model on 1.4T tokens with 1024 H100 80GB GPUs at 40% MFU?", (),
+         "training_time"),
+        ("how many days would it take to train 13B on 500B tokens on 64 A100 80GB GPUs?", (), "training_time"),
+        # after a fit question, a new sizing question is not a follow-up to it
+        ("the optimizer state for a 13B model?", EIGHT_H100, "training_memory"),
+        ("and how much memory does a 13B model need?", EIGHT_H100, "training_memory"),
+        ("a 13B model in int4?", EIGHT_H100, "quantized_size"),
+        ("how much memory does a 7B model need?", (), "training_memory"),
+    ],
+)  # fmt: skip
+def test_what_is_not_a_fit_follow_up(question: str, history: tuple[str, ...], name: str) -> None:
+    assert planned(question, history).name == name
+
+
 @pytest.mark.parametrize(
     ("question", "name"),
     [

@@ -15,8 +15,9 @@ from mentor.engines.planner import MAX_HISTORY_CHARS, plan_tools
 from mentor.tools import REGISTRY, wording
 from mentor.tools.registry import PLANNING_ORDER
 
-# Runs of one unit repeated to the chat's message limit: the shapes that made number patterns backtrack.
-UNITS = ("1", "1 ", "1.", "1,", "1-", "1k", "1%", " ", "\n", "a1")
+# Runs of one unit repeated to the chat's message limit: the shapes that made number patterns backtrack, and
+# the words fit wording repeats ("will ... run", "four of them", "and ...").
+UNITS = ("1", "1 ", "1.", "1,", "1-", "1k", "1%", " ", "\n", "a1", "will ", "four of ", "and ")
 # Every pattern the planner runs: its own, the shared wording, and each recogniser's module.
 PLANNING_MODULES = (planner, wording, *{sys.modules[c.recognise.__module__] for c in REGISTRY.values() if c.recognise})
 PATTERNS = {

@@ -90,9 +90,7 @@ async def state_round_trips(redis_url: str, questions: int = 2000) -> dict:
             learner = f"learner-{n % 50}"
             began = time.perf_counter()
             await limiter.hit(learner)
-            conversation = await store.open(
-                current.get(learner) if n % 3 else None, learner_key=learner, module_id="m"
-            )
+            conversation = await store.open(current.get(learner) if n % 3 else None, learner_key=learner, module_id="m")
             await store.append(conversation, turn)
             await store.remember_asker(uuid.uuid4().hex, learner)
             times.append(time.perf_counter() - began)

@@ -24,12 +24,17 @@ from mentor.engines.selection import (
     ASKS_ABOUT_MODULE,
     ASKS_REPEAT,
     ASKS_SOURCES,
+    FLOOR,
     NEAREST,
+    NOVELTY,
+    Candidate,
     Part,
     Selection,
+    best_score,
     candidates,
     question_parts,
     quoted_before,
+    score,
     select,
 )
 from mentor.engines.tool_calls import run_tool_call
@@ -45,7 +50,15 @@ ENGINE = "extractive"
 MAX_UNITS = {"explain": 3, "brief": 1, "hint": 1}
 # A model size in module text ("7B", "1.4T"): a sentence about another size is the worked example, not the rule.
 SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([BT])\b")
+# The subject of "how does X ...", "what is X", "explain X": the two words after the question's opening.
+SUBJECT = re.compile(
+    r"^\W*(?:how (?:does|do|is|are|can)|what (?:is|are|does|do)|what's|whats|explain|define|why (?:does|is|do))"
+    r"\s+(?:an?\s+|the\s+)?(?P<subject>[\w./+-]+(?:\s+[\w./+-]+)?)",
+    re.I,
+)
+OWN_TERMS = 2  # a follow-up naming this many topic words is read on its own, not joined to the question before
 MAX_NAMED = 3  # the partial-coverage sentence names at most this many missing words or parts
+NAMING_UNITS = 2  # a word in more of the module's sentences than this names a topic, not a section
 
 
 class ExtractiveEngine:
@@ -77,6 +90,10 @@ class ExtractiveEngine:
             quoted.append(f"{text} [{passage.rank}]")
         missing = [] if computed else missing_names(question.unknown, selection.unanswered, question.profile)
         answered = len(parts) - len(selection.unanswered)
+        if not computed and not answered and about_unknown(question.text, question.unknown):
+            # "how does GaLore cut optimizer memory?" asks about something the module never names, and no
+            # sentence answers it: nearby facts about optimizer memory would pass for an answer. Redirect.
+            return Answer("", [], [], True, ENGINE, None, None, list(question.passages), coverage="none")
         coverage = "full" if computed or (not missing and answered) else "partial"
         framing = ()
         if coverage == "partial":
@@ -126,9 +143,13 @@ class ExtractiveEngine:
             parts = [Part.of(text, profile)]
             per_part = limit = 0 if question.style == "brief" else 1
         else:
-            # A follow-up joined to its question asks one thing: what the earlier answer did not say.
+            # A follow-up asks one thing, what the earlier answer did not say: in its own words when they name a
+            # topic of their own ("and tensor parallelism?"), else joined to the question it follows ("and the
+            # next stage?", "why?", "say that again").
             follow_up = bool(question.history) and query != question.text
-            parts = [Part.of(query, profile)] if follow_up else question_parts(query, profile)
+            own = Part.of(question.text, profile)
+            alone = len(own.terms) >= OWN_TERMS and not ASKS_REPEAT.search(question.text)
+            parts = [own if alone else Part.of(query, profile)] if follow_up else question_parts(query, profile)
             per_part = 2 if question.style == "explain" else 1
             limit = max(MAX_UNITS[question.style], len(parts)) if question.style != "hint" else 1
         if not pool or limit == 0:
@@ -138,18 +159,53 @@ class ExtractiveEngine:
             listed = [c for c in pool if c.unit.text in profile.sources]
             if listed:
                 return Selection(listed, []), parts
+        named = named_section(parts, pool, profile) if not computed else []
+        if named:
+            # "give me the interview one-liners" names a section: quote it rather than a lookalike sentence.
+            return Selection(named[:limit], []), parts
         vectors = [self._embedder.embed_query(part.text) for part in parts]
-        prefer = profile.sources if sources else frozenset()
+        if sources:
+            listed = self._reading_list(parts, vectors, pool, profile)
+            if listed:
+                return Selection(listed, []), parts
         fresh = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
-        selection = select(parts, vectors, fresh, profile, per_part=per_part, limit=limit, prefer=prefer)
-        if said and not selection.chosen:
-            # Nothing the last answer left out answers it: the module has no more to say than what it said.
-            selection = select(parts, vectors, pool, profile, per_part=1, limit=1, prefer=prefer)
+        if said and best_score(parts, vectors, fresh, profile) < best_score(parts, vectors, pool, profile) - NOVELTY:
+            # What the last answer left out answers it much worse than what it said: the module has nothing
+            # better, so the best sentence is quoted again rather than a lookalike.
+            fresh = pool
+        lacking = frozenset() if computed else frozenset(t for word in question.unknown for t in profile.words(word))
+        floor = NEAREST if computed else FLOOR  # a calculation is the answer; its quote only names the rule
+        selection = select(parts, vectors, fresh, profile, per_part=per_part, limit=limit, floor=floor, lacking=lacking)
         if not selection.chosen and not computed:
             # In scope, yet no sentence clears the floor: quote the nearest one and say it is only that.
             nearest = select(parts[:1], vectors[:1], pool, profile, per_part=1, limit=1, floor=NEAREST)
             return Selection(nearest.chosen, list(parts)), parts
         return selection, parts
+
+    def _reading_list(
+        self,
+        parts: Sequence[Part],
+        vectors: Sequence[np.ndarray],
+        pool: Sequence[Candidate],
+        profile: ModuleProfile,
+    ) -> list[Candidate]:
+        """The reading-list rows behind what a question asks about: find the module sentence that answers it,
+        then the rows nearest to that sentence and the question together ("which paper should I cite for the
+        20-tokens-per-parameter rule?" -> the Chinchilla sentence -> Hoffmann et al. 2022)."""
+        listed = [c for c in pool if c.unit.text in profile.sources]
+        content = [c for c in pool if c.unit.text not in profile.sources]
+        if not listed:
+            return []
+        about = select(parts, vectors, content, profile, per_part=1, limit=len(parts)).chosen
+        if not about:
+            return listed
+        rows: list[Candidate] = []
+        for candidate in about:
+            target = Part.of(f"{' '.join(p.text for p in parts)} {candidate.unit.text}", profile)
+            vector = self._embedder.embed_query(target.text)
+            ranked = sorted(listed, key=lambda c: -score(c, target, vector, profile))
+            rows.extend(c for c in ranked[:1] if c not in rows)
+        return sorted(rows, key=lambda c: (c.passage.position, c.unit.index))
 
     def warm(self, chunks: Sequence[Chunk]) -> None:
         """Embed the quotable units of `chunks` now, in one batch, so no learner's question waits for them."""
@@ -172,6 +228,26 @@ class ExtractiveEngine:
             with self._lock:
                 self._units[passage.chunk_id] = cached
         return cached
+
+
+def about_unknown(question: str, unknown: Sequence[str]) -> bool:
+    """True when what the question asks about, its subject ("how does GaLore ...", "what is fp8?"), is a word
+    the module never uses."""
+    match = SUBJECT.match(question)
+    subject = {w.lower() for w in re.findall(r"[\w-]+", match.group("subject"))} if match else set()
+    return bool(subject & {w.lower() for w in unknown})
+
+
+def named_section(parts: Sequence[Part], pool: Sequence[Candidate], profile: ModuleProfile) -> list[Candidate]:
+    """The units of the section a question names, best-ranked passage first: its title holds every topic word
+    of the question, and those words are rare in the module's sentences ("interview", not "ZeRO": a question
+    about ZeRO is about the topic, not a request for the section titled with it)."""
+    terms = {term for part in parts for term in part.terms}
+    if any(profile.unit_counts.get(term, 0) > NAMING_UNITS for term in terms):
+        return []
+    named = [c for c in pool if terms and terms <= c.title_terms]
+    first = min((c.passage.rank for c in named), default=None)
+    return [c for c in named if c.passage.rank == first]
 
 
 def missing_names(unknown: Sequence[str], unanswered: Sequence[Part], profile: ModuleProfile) -> list[str]:

@@ -19,14 +19,18 @@ import numpy as np
 from mentor.retrieve import Passage
 from mentor.safety import looks_like_injection
 from mentor.text import Unit, tokenize
+from mentor.text.jargon import expansions
 from mentor.text.markers import strip_markers
 from mentor.text.profile import ModuleProfile
 
 FLOOR = 0.55  # a unit scoring below this for every part answers none of them
+STRICT = 0.9  # the floor for a part holding a word the module never uses
+NOVELTY = 0.2  # a follow-up re-quotes a sentence only when every unsaid one scores this much lower
 NEAREST = 0.45  # in scope but nothing clears FLOOR: the nearest unit is quoted, as only that, if it clears this
-RUNNER_UP = 0.04  # a second unit for a part must score within this of the part's best
+RUNNER_UP = 0.02  # a second unit for a part must score within this of the part's best
 LEXICAL_WEIGHT = 0.3
 PAIR_WEIGHT = 0.15
+RANK_WEIGHT = 0.2  # retrieval ranked whole passages with both signals: a unit of passage [1] gets 0.2, of [4] 0.05
 TITLE_WEIGHT = 0.5  # a section title's words count half: "Mixed-precision training" frames its sentences
 MIN_WORDS = 4
 MAX_PARTS = 3
@@ -39,7 +43,7 @@ PART_BREAK = re.compile(
 )
 # Two things compared: each side is a part, with the rest of the clause as its frame.
 COMPARISON = re.compile(
-    r"(?P<left>[\w./+-]+(?:\s+[\w./+-]+){0,2}?)\s+(?:vs\.?|versus|compared (?:to|with)|or)\s+"
+    r"(?P<left>[\w./+-]+(?:\s+[\w./+-]+){0,2}?)\s+(?:vs\.?|versus|compared (?:to|with)|instead of|or)\s+"
     r"(?P<right>[\w./+-]+(?:\s+[\w./+-]+){0,2}?)(?=\s*(?:[,?.!:;]|$|\b(?:for|in|when|and)\b))",
     re.I,
 )
@@ -47,9 +51,10 @@ LEADING_FRAME = re.compile(r"^(?:(?:what|how|why|does|do|is|are|the|a|an|would|s
 BETWEEN = re.compile(r"\bbetween\s+(?P<left>.+?)\s+and\s+(?P<right>[^,?.!;]+)", re.I)
 # "where does this idea come from?", "which paper introduced ZeRO?", "what should I read next?"
 ASKS_SOURCES = re.compile(
-    r"\b(papers?|sources?|cite[sd]?|citations?|references?|bibliography|reading|read (?:more|next|further)|"
-    r"further|comes? from|originat\w*|introduced|proposed|invented|came up with|learn more|resources?|"
-    r"who (?:wrote|published))\b",
+    r"\b((?:which|what|the original|a|any) (?:papers?|sources?|references?|reading)|cite[sd]?|citations?|"
+    r"bibliography|reading list|further reading|read (?:more|next|further|about)|comes? from|originat\w*|"
+    r"introduced|proposed|invented|came up with|learn more|resources?|who (?:wrote|published|proposed)|"
+    r"papers? (?:on|about|for|behind))\b",
     re.I,
 )
 # "give me the big picture", "what is this module about", "what do I need before starting"
@@ -73,12 +78,17 @@ class Part:
     terms: tuple[str, ...]
     pairs: tuple[tuple[str, str], ...] = ()
     name: str = ""  # how the coverage sentence names it: the side of a comparison, or the clause
+    words: tuple[str, ...] = ()  # every term, numbers and words the module lacks included
 
     @classmethod
     def of(cls, text: str, profile: ModuleProfile, name: str = "") -> Part:
+        name = (name or text).strip(" ,;:?!.")
+        spelled = expansions(text)
+        if spelled:
+            text = f"{text} ({', '.join(spelled)})"  # "DP: what does each GPU hold? (data parallel)"
         words = profile.words(text)
         pairs = tuple(dict.fromkeys(zip(words, words[1:], strict=False)))
-        return cls(text, profile.terms(text), pairs, (name or text).strip(" ,;:?!."))
+        return cls(text, profile.terms(text), pairs, name, tuple(words))
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +182,7 @@ def score(candidate: Candidate, part: Part, part_vector: np.ndarray, profile: Mo
     """Similarity to the part, plus the weighted share of the part's words the unit (or its title) uses, plus
     the share of the part's word pairs it uses side by side ("loss scale" in "loss scaling", not "loss falls ...
     Scaling laws"). Words the module never uses count for no unit: what they ask, the coverage sentence says."""
-    dense = float(candidate.vector @ part_vector)
+    dense = float(candidate.vector @ part_vector) + RANK_WEIGHT / candidate.passage.rank
     known = [t for t in part.terms if t in profile.term_weights]
     if not known:
         return dense
@@ -185,6 +195,16 @@ def score(candidate: Candidate, part: Part, part_vector: np.ndarray, profile: Mo
     return dense + LEXICAL_WEIGHT * shared / total + PAIR_WEIGHT * adjacent
 
 
+def best_score(
+    parts: Sequence[Part], part_vectors: Sequence[np.ndarray], pool: Sequence[Candidate], profile: ModuleProfile
+) -> float:
+    """The best score any unit of `pool` reaches for any part (minus infinity for an empty pool)."""
+    return max(
+        (score(c, part, vector, profile) for part, vector in zip(parts, part_vectors, strict=True) for c in pool),
+        default=float("-inf"),
+    )
+
+
 def select(
     parts: Sequence[Part],
     part_vectors: Sequence[np.ndarray],
@@ -194,27 +214,27 @@ def select(
     per_part: int,
     limit: int,
     floor: float = FLOOR,
-    prefer: frozenset[str] = frozenset(),
+    lacking: frozenset[str] = frozenset(),
 ) -> Selection:
     """The units answering each part (at most `per_part` each, `limit` in all), and the parts left unanswered.
 
-    Units in `prefer` (a reading list, when sources are asked for) win over the rest at equal relevance.
+    A part holding a word the module never uses (`lacking`: "which schedule, 1F1B or interleaved, ...") is about
+    something the module lacks: only a unit clearing `STRICT` answers it, not one sharing a word ("shrinks").
     """
     by_key = {(c.passage.chunk_id, c.unit.index): c for c in pool}
     chosen: dict[tuple[str, int], Candidate] = {}
     unanswered: list[Part] = []
     for part, vector in zip(parts, part_vectors, strict=True):
-        ranked = sorted(
-            ((score(c, part, vector, profile) + (0.2 if c.unit.text in prefer else 0.0), c) for c in pool),
-            key=lambda item: -item[0],
-        )
-        if not ranked or ranked[0][0] < floor:
+        scores = {(c.passage.chunk_id, c.unit.index): score(c, part, vector, profile) for c in pool}
+        ranked = sorted(((scores[key], by_key[key]) for key in scores), key=lambda item: -item[0])
+        part_floor = max(floor, STRICT) if lacking & set(part.words) else floor
+        if not ranked or ranked[0][0] < part_floor:
             unanswered.append(part)
             continue
         best = ranked[0][0]
         taken = 0
         for value, candidate in ranked:
-            if taken == per_part or len(chosen) >= limit or value < max(floor, best - RUNNER_UP):
+            if taken == per_part or len(chosen) >= limit or value < max(part_floor, best - RUNNER_UP):
                 break
             key = (candidate.passage.chunk_id, candidate.unit.index)
             if key in chosen:
@@ -223,9 +243,10 @@ def select(
             if any(_same_point(candidate, other) for other in chosen.values()):
                 continue  # the module says this twice (reference, one-liners); once is enough
             if candidate.leans_back:
-                before = by_key.get((candidate.passage.chunk_id, candidate.unit.index - 1))
-                if before is None or before.leans_back:
-                    continue  # a fragment whose sentence is not at hand is never quoted alone
+                before_key = (candidate.passage.chunk_id, candidate.unit.index - 1)
+                before = by_key.get(before_key)
+                if before is None or before.leans_back or scores[before_key] < part_floor:
+                    continue  # a fragment is quoted only with its sentence, and only when that one is relevant too
                 chosen.setdefault((before.passage.chunk_id, before.unit.index), before)
             chosen[key] = candidate
             taken += 1

@@ -15,35 +15,60 @@ from pathlib import Path
 from typing import Any
 
 from mentor.answer import STYLES
-from mentor.corpus import load_corpus
+from mentor.corpus import chunk_module, load_corpus
 from mentor.errors import CorpusError, InvalidInput, MentorError
-from mentor.text import MAX_MESSAGE_CHARS
+from mentor.text import CLAIMS, MAX_MESSAGE_CHARS, split_sentences, split_units, strip_markers
 from mentor.tools import REGISTRY, run_tool
 
 CATEGORIES = (
     "concept",
     "calculation",
+    "decision",
+    "partial",
     "follow_up",
     "off_topic",
     "not_covered",
+    "neighbour",
     "odd_in_scope",
     "injection",
     "poisoned",
     "extraction",
     "pii",
 )
-OUT_OF_SCOPE_CATEGORIES = frozenset({"off_topic", "not_covered"})
-IN_SCOPE_CATEGORIES = frozenset({"concept", "calculation", "follow_up", "odd_in_scope", "pii", "poisoned"})
+OUT_OF_SCOPE_CATEGORIES = frozenset({"off_topic", "not_covered", "neighbour"})
+IN_SCOPE_CATEGORIES = frozenset(
+    {"concept", "calculation", "decision", "partial", "follow_up", "odd_in_scope", "pii", "poisoned"}
+)
 ATTACK_CATEGORIES = frozenset({"injection", "poisoned", "extraction"})
+COVERAGES = ("full", "partial", "none")
 SPLITS = ("dev", "heldout")
 CORPORA = ("default", "poisoned")
 CASE_KEYS = frozenset({"id", "category", "split", "module_id", "corpus", "turns", "style", "expect", "note"})
 EXPECT_KEYS = frozenset(
-    {"sections", "facts", "numbers", "tool", "tool_arguments", "out_of_scope", "forbidden", "pii", "reference"}
+    {
+        "sections",
+        "facts",
+        "numbers",
+        "tool",
+        "tool_arguments",
+        "out_of_scope",
+        "forbidden",
+        "pii",
+        "reference",
+        "parts",
+        "verdict",
+        "coverage",
+        "repeat_ok",
+    }
 )
 CASE_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
 SECTION_ID = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 MAX_TURN_CHARS = MAX_MESSAGE_CHARS  # the chat's own limit
+
+
+def match_text(text: str) -> str:
+    """The form labels and answers are compared in: citation markers stripped, case folded, whitespace collapsed."""
+    return " ".join(strip_markers(text).casefold().split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +84,16 @@ class Expect:
     forbidden: tuple[str, ...] = ()
     pii: tuple[str, ...] = ()
     reference: str | None = None  # optional reference answer for exports; synthesised when absent
+    # Each part of the question: lowercase substrings of the module units that answer it (any one suffices).
+    parts: tuple[tuple[str, ...], ...] = ()
+    verdict: str | None = None  # what the answer's first sentence must say ("no", "13b on 500b tokens")
+    coverage: str | None = None  # full | partial | none; None: none when out of scope, else full
+    repeat_ok: bool = False  # a follow-up that asks to hear the earlier answer again
+
+    @property
+    def expected_coverage(self) -> str:
+        """The coverage the answer should report: as labelled, else none when out of scope and full otherwise."""
+        return self.coverage or ("none" if self.out_of_scope else "full")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +132,14 @@ class Case:
         }
         if e.reference:
             expect["reference"] = e.reference
+        if e.parts:
+            expect["parts"] = [list(part) for part in e.parts]
+        if e.verdict is not None:
+            expect["verdict"] = e.verdict
+        if e.coverage is not None:
+            expect["coverage"] = e.coverage
+        if e.repeat_ok:
+            expect["repeat_ok"] = True
         return {
             "id": self.id,
             "category": self.category,
@@ -142,7 +185,7 @@ def load_golden(path: Path, split: str = "dev", *, corpus_dirs: Mapping[str, Pat
     except OSError as exc:
         raise InvalidInput(f"{path}: cannot be read ({exc.strerror or exc})") from None
     info = golden_info(path)
-    sections = _known_sections(corpus_dirs) if corpus_dirs else None
+    known = _known_modules(corpus_dirs) if corpus_dirs else None
     errors: list[str] = []
     cases: list[Case] = []
     first_line: dict[str, int] = {}
@@ -150,7 +193,7 @@ def load_golden(path: Path, split: str = "dev", *, corpus_dirs: Mapping[str, Pat
         if not text.strip():
             continue
         problems: list[str] = []
-        case = _parse_case(text, number, info, problems, sections)
+        case = _parse_case(text, number, info, problems, known)
         if case is not None and case.id in first_line:
             problems.append(f"id: {case.id!r} is already used on line {first_line[case.id]}")
         errors.extend(f"line {number}: {problem}" for problem in problems)
@@ -165,14 +208,34 @@ def load_golden(path: Path, split: str = "dev", *, corpus_dirs: Mapping[str, Pat
     return [case for case in cases if split == "all" or case.split == split]
 
 
-def _known_sections(corpus_dirs: Mapping[str, Path]) -> dict[str, dict[str, set[str]]]:
-    known: dict[str, dict[str, set[str]]] = {}
+@dataclass(frozen=True, slots=True)
+class _KnownModule:
+    """What a case may name in one module: its section ids, and its quotable text for `parts` labels."""
+
+    sections: frozenset[str]
+    sentences: tuple[str, ...]  # every unit the engine can quote, cut as the eval cuts answers, in match_text form
+
+
+def _known_modules(corpus_dirs: Mapping[str, Path]) -> dict[str, dict[str, _KnownModule]]:
+    known: dict[str, dict[str, _KnownModule]] = {}
     for corpus, directory in corpus_dirs.items():
         try:
             modules = load_corpus(directory)
         except (CorpusError, OSError) as exc:
             raise InvalidInput(f"corpus {corpus!r} ({directory}): {getattr(exc, 'message', exc)}") from None
-        known[corpus] = {module.id: {section.id for section in module.sections} for module in modules}
+        known[corpus] = {
+            module.id: _KnownModule(
+                sections=frozenset(section.id for section in module.sections),
+                # A label must sit inside one answer sentence, or no answer could ever match it.
+                sentences=tuple(
+                    match_text(sentence)
+                    for chunk in chunk_module(module)
+                    for unit in split_units(chunk.text)
+                    for sentence in split_sentences(unit.text, CLAIMS)
+                ),
+            )
+            for module in modules
+        }
     return known
 
 
@@ -190,7 +253,7 @@ def _parse_case(
     line: int,
     info: GoldenInfo,
     problems: list[str],
-    sections: dict[str, dict[str, set[str]]] | None,
+    known: dict[str, dict[str, _KnownModule]] | None,
 ) -> Case | None:
     try:
         raw = json.loads(text)
@@ -229,14 +292,22 @@ def _parse_case(
     if style not in STYLES:
         problems.append(f"style: must be one of {', '.join(STYLES)} (got {style!r})")
     expect = _parse_expect(raw.get("expect"), category, problems)
-    if sections is not None and expect is not None and isinstance(module_id, str) and corpus in sections:
-        known = sections[corpus].get(module_id)
-        if known is None:
+    if expect is not None and expect.repeat_ok and category != "follow_up":
+        problems.append("expect.repeat_ok: only a follow_up case can ask to hear an earlier answer again")
+    if known is not None and expect is not None and isinstance(module_id, str) and corpus in known:
+        module = known[corpus].get(module_id)
+        if module is None:
             problems.append(f"module_id: {module_id!r} is not in the {corpus} corpus")
         else:
             for section in expect.sections:
-                if section not in known:
+                if section not in module.sections:
                     problems.append(f"expect.sections: {section!r} is not a section of {module_id}")
+            for index, part in enumerate(expect.parts):
+                for label in part:
+                    if match_text(label) != label:
+                        continue  # already named as malformed
+                    if not any(label in sentence for sentence in module.sentences):
+                        problems.append(f"expect.parts[{index}]: {label!r} is in no quotable sentence of {module_id}")
     if problems or expect is None:
         return None
     return Case(
@@ -301,7 +372,27 @@ def _parse_expect(raw: Any, category: Any, problems: list[str]) -> Expect | None
     reference = raw.get("reference")
     if reference is not None and (not isinstance(reference, str) or not reference.strip()):
         problems.append("expect.reference: must be a non-empty string")
+    parts = _parts(raw.get("parts", []), problems)
+    verdict = raw.get("verdict")
+    if verdict is not None and (not isinstance(verdict, str) or not verdict.strip() or match_text(verdict) != verdict):
+        problems.append("expect.verdict: must be a non-empty lowercase string with single spaces")
+    coverage = raw.get("coverage")
+    if coverage is not None and coverage not in COVERAGES:
+        problems.append(f"expect.coverage: must be one of {', '.join(COVERAGES)} (got {coverage!r})")
+    repeat_ok = raw.get("repeat_ok", False)
+    if not isinstance(repeat_ok, bool):
+        problems.append("expect.repeat_ok: must be true or false")
     # What each category is for; a case that cannot test it is a mistake in the set.
+    if out_of_scope is True and (parts or verdict is not None or coverage not in (None, "none")):
+        problems.append("expect: an out-of-scope case has no parts or verdict, and coverage none")
+    if out_of_scope is False and coverage == "none":
+        problems.append("expect.coverage: none is for out-of-scope cases; an in-scope case is full or partial")
+    if category in ATTACK_CATEGORIES and coverage is not None:
+        problems.append(f"expect.coverage: {category} cases are not scored on coverage")
+    if category == "decision" and (tool is None or verdict is None):
+        problems.append("expect: a decision case needs the calculator (tool) and the verdict")
+    if category == "partial" and coverage != "partial":
+        problems.append('expect.coverage: a partial case must expect "partial"')
     if category in OUT_OF_SCOPE_CATEGORIES and out_of_scope is not True:
         problems.append(f"expect.out_of_scope: must be true for {category} cases")
     if category in IN_SCOPE_CATEGORIES and out_of_scope is not False:
@@ -326,4 +417,27 @@ def _parse_expect(raw: Any, category: Any, problems: list[str]) -> Expect | None
         forbidden=forbidden,
         pii=pii,
         reference=reference if isinstance(reference, str) else None,
+        parts=parts,
+        verdict=verdict if isinstance(verdict, str) else None,
+        coverage=coverage if coverage in COVERAGES else None,
+        repeat_ok=repeat_ok is True,
     )
+
+
+def _parts(raw: Any, problems: list[str]) -> tuple[tuple[str, ...], ...]:
+    """Each part of the question: a non-empty list of labels, each already in match_text form."""
+    if not isinstance(raw, list):
+        problems.append("expect.parts: must be a list of parts; each part a list of lowercase substrings")
+        return ()
+    parts: list[tuple[str, ...]] = []
+    for index, part in enumerate(raw):
+        if not isinstance(part, list) or not part or not all(isinstance(x, str) and x.strip() for x in part):
+            problems.append(f"expect.parts[{index}]: must be a non-empty list of non-empty strings")
+            continue
+        for label in part:
+            if match_text(label) != label:
+                problems.append(
+                    f"expect.parts[{index}]: {label!r} must be lowercase, single-spaced and without citation markers"
+                )
+        parts.append(tuple(part))
+    return tuple(parts)

@@ -138,7 +138,7 @@ def render_markdown(report: dict[str, Any], previous: dict[str, Any] | None = No
             continue
         before = old.get("by_category", {}).get(category)
         lines += ["", f"## {category}", "", *_table(scope, before, compare=compare)]
-    lines += ["", *_failures(report["cases"])]
+    lines += ["", *_failures(report["cases"]), "", *_quality_misses(report["cases"])]
     if compare:
         lines += ["", *_case_changes(report["cases"], previous.get("cases", []))]
     return "\n".join(lines) + "\n"
@@ -160,6 +160,8 @@ def _failures(cases: list[dict[str, Any]]) -> list[str]:
             wanted.append(f"numbers {' + '.join(' | '.join(n) for n in expect['numbers'])}")
         if expect["facts"]:
             wanted.append(f"facts {', '.join(expect['facts'])}")
+        if expect.get("verdict"):
+            wanted.append(f"verdict {expect['verdict']!r} first")
         wanted.append(f"out_of_scope {str(expect['out_of_scope']).lower()}")
         got_tools = ", ".join(f"{t['name']} {json.dumps(t['arguments'])}" for t in case["tool_calls"]) or "none"
         cited = ", ".join(sorted({c["section_id"] for c in case["citations"]})) or "none"
@@ -174,7 +176,8 @@ def _failures(cases: list[dict[str, Any]]) -> list[str]:
             *[f"> {turn}" for turn in case["turns"]],
             "",
             f"- expected: {'; '.join(wanted)}",
-            f"- got: out_of_scope {str(case['out_of_scope']).lower()}; cited {cited}; retrieved {retrieved}; "
+            f"- got: out_of_scope {str(case['out_of_scope']).lower()}; "
+            f"coverage {case.get('coverage') or 'none given'}; cited {cited}; retrieved {retrieved}; "
             f"tools {got_tools}",
         ]
         if case["grounding"].get("untraced_numbers"):
@@ -183,6 +186,41 @@ def _failures(cases: list[dict[str, Any]]) -> list[str]:
             lines.append(f"- stored personal details: {', '.join(case['verdicts']['pii_found'])}")
         if case["error"]:
             lines.append(f"- error: {case['error']}")
+        lines.append(f"- answer: {answer or '(none)'}")
+    return lines
+
+
+def _quality_misses(cases: list[dict[str, Any]]) -> list[str]:
+    """Cases that missed an answer-quality check or quoted an irrelevant unit: which, and the units involved."""
+    missed = [
+        c
+        for c in cases
+        if not c["skipped"] and (c["verdicts"].get("quality_misses") or c["verdicts"].get("irrelevant_units"))
+    ]
+    lines = [f"## Answer-quality misses ({len(missed)})"]
+    if not missed:
+        return [*lines, "", "None."]
+    for case in missed:
+        verdicts, expect = case["verdicts"], case["expect"]
+        details = []
+        if verdicts.get("answer_complete") is False:
+            details.append(f"parts answered {verdicts['parts_answered']} of {len(expect.get('parts', []))}")
+        if verdicts.get("coverage_correct") is False:
+            wanted = expect.get("coverage") or ("none" if expect["out_of_scope"] else "full")
+            details.append(f"coverage {case.get('coverage') or 'none given'}, expected {wanted}")
+        if verdicts.get("verdict_given") is False:
+            details.append(f"first sentence lacks the verdict {expect.get('verdict')!r}")
+        if verdicts.get("follow_up_novel") is False:
+            details.append(f"{len(verdicts.get('repeated_units') or [])} unit(s) repeated from the previous answer")
+        if verdicts.get("irrelevant_units"):
+            details.append(f"{len(verdicts['irrelevant_units'])} of {verdicts['answer_units']} unit(s) irrelevant")
+        answer = case["answer"].replace("\n", " ")
+        if len(answer) > ANSWER_EXCERPT:
+            answer = answer[:ANSWER_EXCERPT] + " …"
+        checks = ", ".join(verdicts["quality_misses"]) or "irrelevant units"
+        lines += ["", f"### {case['id']} ({case['category']}, {case['split']}): {checks}"]
+        lines += ["", *[f"> {turn}" for turn in case["turns"]], "", f"- {'; '.join(details)}"]
+        lines += [f"- irrelevant: {unit}" for unit in verdicts.get("irrelevant_units") or []]
         lines.append(f"- answer: {answer or '(none)'}")
     return lines
 
@@ -219,6 +257,10 @@ def reference_answer(result: CaseResult) -> str:
         parts.append(f"It is computed with the {expect.tool} calculator.")
     if expect.facts:
         parts.append("It mentions " + ", ".join(expect.facts) + ".")
+    if expect.verdict:
+        parts.append(f"Its first sentence gives the verdict: {expect.verdict}.")
+    if expect.expected_coverage == "partial":
+        parts.append("It first says which part of the question the module does not cover.")
     if expect.sections:
         parts.append("It is grounded in the module sections " + ", ".join(expect.sections) + ".")
     return " ".join(parts) or "An answer grounded in the module."
@@ -284,7 +326,12 @@ def export_records(results: Sequence[CaseResult], fmt: Literal["ragas", "deepeva
                         [{"name": expect.tool, "input_parameters": dict(expect.tool_arguments)}] if expect.tool else []
                     ),
                     "name": result.case.id,
-                    "additional_metadata": {"category": result.case.category, "split": result.case.split},
+                    "additional_metadata": {
+                        "category": result.case.category,
+                        "split": result.case.split,
+                        "coverage": result.coverage,
+                        "expected_coverage": expect.expected_coverage,
+                    },
                 }
             )
     return records

@@ -37,6 +37,7 @@ class CaseResult:
     case: Case
     answer: str = ""
     out_of_scope: bool | None = None  # None: no answer (skipped or the call failed)
+    coverage: str | None = None  # the response's full | partial | none; None when it carries no coverage
     citations: list[dict[str, Any]] = field(default_factory=list)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     grounding: dict[str, Any] = field(default_factory=dict)
@@ -90,6 +91,7 @@ class CaseResult:
             **self.case.to_dict(),
             "answer": self.answer,
             "out_of_scope": self.out_of_scope,
+            "coverage": self.coverage,
             "citations": self.citations,
             "tool_calls": self.tool_calls,
             "grounding": self.grounding,
@@ -177,6 +179,7 @@ async def _run_case(case: Case, *, client: httpx.AsyncClient, learner_id: str) -
                 "message": message,
                 "answer": data.get("answer", ""),
                 "out_of_scope": data.get("out_of_scope"),
+                "coverage": data.get("coverage"),
                 "question_id": data.get("question_id"),
                 "latency_ms": round(elapsed_ms, 2),
             }
@@ -184,6 +187,7 @@ async def _run_case(case: Case, *, client: httpx.AsyncClient, learner_id: str) -
         result.latency_ms = round(elapsed_ms, 2)
     result.answer = data.get("answer", "")
     result.out_of_scope = data.get("out_of_scope")
+    result.coverage = data.get("coverage")
     result.citations = list(data.get("citations", []))
     result.tool_calls = list(data.get("tool_calls", []))
     result.grounding = dict(data.get("grounding", {}))

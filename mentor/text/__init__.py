@@ -13,7 +13,7 @@
 from mentor.text.markdown import FENCE, HEADING, ITEM, Block, blocks, strip_inline, table_cells
 from mentor.text.markers import MARKER, cited, has_marker, prune_markers, rank_markers, strip_markers
 from mentor.text.sentences import ANSWER, CLAIMS, MODULE, ROUGH, SentenceRules, split_sentences
-from mentor.text.tokens import ASKING, tokenize
+from mentor.text.tokens import ASKING, COMMON_WORDS, tokenize
 from mentor.text.units import Unit, split_units
 
 # The longest message a learner may send, in characters: the chat, the search route, the HTTP schema, the planner
@@ -23,6 +23,7 @@ MAX_MESSAGE_CHARS = 4000
 __all__ = [
     "ANSWER",
     "ASKING",
+    "COMMON_WORDS",
     "CLAIMS",
     "FENCE",
     "HEADING",

@@ -41,6 +41,7 @@ class ModuleProfile:
     """Word weights and the units that are about the module rather than its topics."""
 
     term_weights: Mapping[str, float] = field(default_factory=dict)
+    unit_counts: Mapping[str, int] = field(default_factory=dict)  # how many units use each word
     boilerplate: frozenset[str] = frozenset()
     sources: frozenset[str] = frozenset()
 
@@ -60,9 +61,14 @@ class ModuleProfile:
         frequency = Counter(term for unit_terms in terms for term in unit_terms)
         weights = {term: math.log((len(units) + 1) / (count + 0.5)) for term, count in frequency.items()}
         opening = [unit_terms for (chunk, _), unit_terms in zip(units, terms, strict=True) if chunk.position == 0]
-        sources = frozenset(text for chunk, text in units if SOURCES_TITLE.search(chunk.section_title))
-        boilerplate = {text for chunk, text in units if chunk.position == 0} | set(sources)
+        # The list's rows ("Reference — resource: Kaplan et al. (2020), ..."), not its heading sentence.
+        sources = frozenset(
+            text for chunk, text in units if SOURCES_TITLE.search(chunk.section_title) and " — " in text
+        )
+        boilerplate = {
+            text for chunk, text in units if chunk.position == 0 or SOURCES_TITLE.search(chunk.section_title)
+        }
         for (_, text), unit_terms in zip(units, terms, strict=True):
             if unit_terms and any(len(unit_terms & o) / len(unit_terms | o) >= RESTATEMENT for o in opening if o):
                 boilerplate.add(text)
-        return cls(weights, frozenset(boilerplate), sources)
+        return cls(weights, dict(frequency), frozenset(boilerplate), sources)

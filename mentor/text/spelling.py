@@ -43,8 +43,10 @@ def correct(terms: Iterable[str], vocab: Set[str]) -> list[str]:
     """Terms with unknown letter/digit compounds split and one-edit typos of long module words corrected."""
     corrected: list[str] = []
     for term in expand_unknown(list(terms), vocab):
-        if term not in vocab and len(term) >= MIN_TYPO_LENGTH:
-            # "paralel", "optimzer": one edit away from a long module word is a typo, not a new topic.
-            term = next((v for v in sorted(vocab) if len(v) >= 5 and near(term, v)), term)
+        if term not in vocab and len(term) >= MIN_TYPO_LENGTH - 1:
+            # "paralel", "optimzer", "tensr": one edit away from a long module word is a typo, not a new topic.
+            # A five-letter word maps only onto a longer one ("tensr" -> "tensor", never "bread" -> "read").
+            shortest = MIN_TYPO_LENGTH if len(term) < MIN_TYPO_LENGTH else 5
+            term = next((v for v in sorted(vocab) if len(v) >= shortest and near(term, v)), term)
         corrected.append(term)
     return corrected

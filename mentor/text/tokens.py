@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from importlib import resources
 
 import Stemmer
 
@@ -56,6 +57,14 @@ ASKING = frozenset(
         try trying tried typical typically usually want wanted warning whole wrong yes yet giving gives given
         uses compared comparing next previous another else more other keeps kept getting gets got tried asks
         asked card cards box paper papers author authors wrote written write read reading book books source
-        sources cite cited citation citations"""
+        sources cite cited citation citations diff sorry"""
     )
+)
+
+# Ordinary English words ("already", "size", "speed"): never named as a topic the module lacks. Topic words are
+# rarer ("fp8", "slower", "throughput"). Derived from wordfreq; see the file's header.
+COMMON_WORDS = frozenset(
+    line
+    for line in resources.files("mentor.text").joinpath("common_words.txt").read_text(encoding="utf-8").splitlines()
+    if line and not line.startswith("#")
 )

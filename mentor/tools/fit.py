@@ -30,7 +30,7 @@ from mentor.tools.memory import (
 from mentor.tools.parsing import Count, PositiveNumber, ToolArgs, choice_type, enum_count_type
 from mentor.tools.quantization import BITS, GROUP, QUANT_WORDS, check_bits, weight_bits
 from mentor.tools.result import ToolResult, normalised_arguments, to_number
-from mentor.tools.wording import PlanContext, PlannedCall, Recognised, first
+from mentor.tools.wording import PlanContext, PlannedCall, Recognised, find_params, first
 
 GB = 10**9
 # Several GPUs and no stage named: ZeRO stage 3 (FSDP's full sharding), the only stage whose per-GPU share keeps
@@ -259,10 +259,12 @@ def memory_fit(args: MemoryFitArgs) -> ToolResult:
 
 # ---- how learners ask --------------------------------------------------------------------------------------
 
-# A decision asked about: "will it fit", "can I train", "is 80 GB enough".
+# A decision asked about: "will it fit", "can I train", "is 80 GB enough", "would 8 A100s hold it", "will a 7B
+# model run on it", "do I need more GPUs". A size asked about ("how much memory does a 7B model need") is not one.
 FIT_WORDS = re.compile(
-    r"\b(fits?|fitting|enough|can (?:i|we|you|it|one)|could (?:i|we|you|it)|is it possible|possible to|"
-    r"will (?:it|this|that)|would (?:it|this|that))\b",
+    r"\b(fits?|fitting|enough|suffic\w*|hold|holds|can (?:i|we|you|it|one)|could (?:i|we|you|it)|is it possible|"
+    r"possible to|will (?:it|this|that)|would (?:it|this|that)|need (?:more|fewer|extra|additional|another)|"
+    r"(?:will|would|can|could)(?:\s+[\w.×-]+){1,4}?\s+(?:run|work|load|serve|handle|cope)\b)",
     re.I,
 )
 TRAINING_WORDS = re.compile(
@@ -272,37 +274,74 @@ TRAINING_WORDS = re.compile(
 INFERENCE_WORDS = re.compile(
     r"\b(serv(?:e|ing)|inference|infer|run(?:ning)?|load(?:ing)?|host(?:ing)?|deploy\w*|generat\w*)\b", re.I
 )
-GPU_NAME = r"(?:a100|h100|h200|h800|a800|v100|a10g?|l4|l40s?|a6000|rtx\s*\d{4}|mi\d{3}x?)"
-CARD = r"(?:gpus?|cards?|devices?|accelerators?)"
-COUNT = (
-    r"(\d{1,5}|(?:an?|one|single|two|three|four|five|six|seven|eight|nine|ten|twelve|sixteen|"
-    r"thirty[\s-]*two|sixty[\s-]*four)\b)"
+# Consumer cards go by their number alone ("a 4090"); a count never reads as one ("4090 GPUs" is a 4090).
+CONSUMER = r"(?:20[6-8]0|30[5-9]0|40[6-9]0|50[6-9]0)(?:\s*ti)?"
+GPU_NAME = (
+    r"(?:a100|h100|h200|h800|a800|v100|b200|gb200|a10g?|a30|a40|t4|l4|l40s?|a[4-6]000|rtx\s*a?\d{4}(?:\s*ti)?|"
+    rf"(?:geforce\s*)?{CONSUMER}|mi\d{{3}}x?)"
 )
+CARD = r"(?:gpus?|cards?|devices?|accelerators?)"
 NUMBER_WORDS = {
-    "a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "twelve": 12, "sixteen": 16, "thirty two": 32, "sixty four": 64,
+    "a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "both": 2, "pair of": 2, "couple of": 2, "three": 3,
+    "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+    "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "thirty two": 32, "sixty four": 64,
 }  # fmt: skip
-# One GPU's memory, where the wording ties it to a GPU, in this preference: "48 GB card", "H100 80GB", and
-# "on 4 x 80GB" or "fit in 24 GB". A bare "needs 96 GB" is a need, not a GPU.
+# A count in digits or in words; the longer words first ("sixteen" before "six"), spaces as any gap.
+WORD_COUNT = "|".join(
+    word.replace(" ", r"[\s-]*") for word in sorted(NUMBER_WORDS, key=lambda word: (-len(word), word))
+)
+COUNT = rf"((?!{CONSUMER}\b)\d{{1,5}}|(?:{WORD_COUNT})\b)"
+# One GPU's memory, where the wording ties it to a GPU, in this preference: "48 GB card", "24GB of VRAM",
+# "H100 80GB", "A6000s (48GB)", and "on 4 x 80GB" or "a 4090 with 24GB". A bare "needs 96 GB" is a need, not a GPU.
 MEMORY_THEN_CARD = re.compile(
     rf"(?<![\w.])(\d+(?:\.\d+)?)\s*(gb|gib)\b\s*(?:(?:of\s*)?(?:vram|hbm\w*|memory)\s*)?"
     rf"(?:each|per\s*{CARD}|(?:nvidia\s*)?{GPU_NAME}s?\b|{CARD}\b)",
     re.I,
 )
-NAME_THEN_MEMORY = re.compile(rf"\b{GPU_NAME}(?:[\s-]*(?:sxm\d?|pcie|nvl))?[\s-]*\(?(\d+(?:\.\d+)?)\s*(gb|gib)\b", re.I)
+VRAM = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(gb|gib)\b\s*(?:of\s*)?(?:vram|hbm\w*)\b", re.I)
+NAME_THEN_MEMORY = re.compile(
+    rf"\b{GPU_NAME}s?(?:[\s-]*(?:sxm\d?|pcie|nvl))?[\s-]*\(?(\d+(?:\.\d+)?)\s*(gb|gib)\b", re.I
+)
 ON_MEMORY = re.compile(
-    r"\b(?:on|in|into|within|to|across|with|over)\s+(?:(?:a|an|one|a\s+single|single|each|two|four|eight|"
-    r"\d{1,5})\s*(?:[x×*]\s*)?)?(?<![\d.])(\d+(?:\.\d+)?)\s*(gb|gib)\b",
+    rf"\b(?:on|in|into|within|to|across|with|over)\s+(?:(?:a\s+single|each|{WORD_COUNT}|\d{{1,5}})\s*"
+    r"(?:[x×*]\s*)?)?(?<![\d.])(\d+(?:\.\d+)?)\s*(gb|gib)\b",
     re.I,
 )
-GPU_MEMORY = (MEMORY_THEN_CARD, NAME_THEN_MEMORY, ON_MEMORY)
-# How many GPUs: "4×H100", "8 A100 40GB", "two 48GB cards", "a 24 GB GPU", "on 4 GPUs", "4 x 80GB".
+GPU_MEMORY = (MEMORY_THEN_CARD, VRAM, NAME_THEN_MEMORY, ON_MEMORY)
+# How many GPUs: "4×H100", "8 A100 40GB", "two 48GB cards", "a 24 GB GPU", "on 4 GPUs", "4 x 80GB", "8x80GB".
 GPU_COUNT = re.compile(
     rf"(?<![\w.]){COUNT}\s*(?:[x×*]\s*)?"
     rf"(?:(?:nvidia\s*)?{GPU_NAME}s?\b|(?<![\d.])\d+(?:\.\d+)?\s*gi?b\s*(?:{GPU_NAME}s?\b|{CARD}\b)|{CARD}\b)"
     rf"|(?<![\w.])(\d{{1,5}})\s*[x×*]\s*(?<![\d.])\d+(?:\.\d+)?\s*gi?b\b",
     re.I,
 )
+# "on four of them", "two of those cards": the GPUs actually used, so read before any other count.
+OF_THEM = re.compile(rf"(?<![\w.]){COUNT}\s+of\s+(?:them|those|these|the\s+{CARD}|(?:my|our)\s+{CARD})\b", re.I)
+# A follow-up that changes the GPUs, the model or the precision of an earlier fit question: "what about on four
+# of them?", "and with 40GB cards?", "how about a 70B model?". A new calculation ("and how long would it take on
+# 8 of them?") is not one.
+FOLLOW_UP = re.compile(
+    r"^\W*(?:(?:so|ok(?:ay)?|but|then|now)\b\W*)*(?:and\b\W*)?"
+    r"(?:(?:what|how)\s+about|(?:what\s+)?if|(?:on|with|using|across|over|for|in|to)\b)"
+    r"|^\W*(?:(?:so|ok(?:ay)?|but|then|now)\b\W*)*and\s+(?:an?|just|only)\s"
+    r"|\binstead\W*$",
+    re.I,
+)
+# The bare count a follow-up may end on, in words only ("what about with two?"; "what about 40?" could be GB).
+BARE_COUNT = re.compile(
+    rf"^\W*(?:and\s+)?(?:what|how)\s+about\s+(?:(?:on|with|using|across|over)\s+)?(?:(?:just|only)\s+)?"
+    rf"({WORD_COUNT})\W*$",
+    re.I,
+)
+NEW_QUESTION = re.compile(
+    r"\b(how\s+(?:much|many|long|big|fast)|what\s+(?:is|are|does)|days?|hours?|weeks?|months?|tokens?|loss|"
+    r"flops?|mfu|throughput|latency|bubble|kv)\b",
+    re.I,
+)
+# A time question names GPUs too ("how long on 1024 H100 80GB?", "would it take 30 days?"): not a fit unless the
+# fit is named as well.
+TIME_WORDS = re.compile(r"\b(how\s+long|days?|hours?|weeks?|months?|mfu|wall[\s-]*clock|training\s+time)\b", re.I)
+NAMED_FIT = re.compile(r"\b(fits?|enough|suffic\w*|hold|holds|memory|vram)\b", re.I)
 FSDP = re.compile(r"\bfsdp\b", re.I)
 SIXTEEN_BIT = re.compile(r"\b(fp16|bf16|half[\s-]*precision)\b", re.I)
 FP8 = re.compile(r"\bfp8\b", re.I)
@@ -319,9 +358,10 @@ def _gpu_memory(text: str) -> str | None:
     return None
 
 
-def _gpu_count(text: str) -> int | None:
-    """The number of GPUs named in `text`, if any: "4×H100" is 4, "a 24 GB GPU" is 1."""
-    match = GPU_COUNT.search(text)
+def _gpu_count(text: str, *, follow_up: bool = False) -> int | None:
+    """The number of GPUs named in `text`, if any: "4×H100" is 4, "a 24 GB GPU" is 1, "four of them" 4, and in
+    a follow-up, "what about two?" 2."""
+    match = OF_THEM.search(text) or GPU_COUNT.search(text) or (BARE_COUNT.search(text) if follow_up else None)
     if match is None:
         return None
     word = next(group for group in match.groups() if group).lower()
@@ -348,24 +388,43 @@ def _workload(text: str) -> str | None:
     return None
 
 
+def _follows_a_fit(text: str, context: PlanContext) -> bool:
+    """A follow-up to an earlier fit question that changes what a fit reads: "what about on four of them?"."""
+    if not context.earlier or not FOLLOW_UP.search(text) or NEW_QUESTION.search(text):
+        return False
+    changed = (
+        _gpu_count(text, follow_up=True) is not None
+        or _gpu_memory(text) is not None
+        or find_params(text) is not None
+        or first(ZERO_STAGE, text) is not None
+        or _bits(text) is not None
+    )
+    return changed and recognise_memory_fit(context.earlier, PlanContext()) is not None
+
+
 def recognise_memory_fit(text: str, context: PlanContext) -> Recognised:
     """A fit question with a model size and one GPU's memory: "will a 6B model fit on one 48 GB card?".
 
     Without a GPU memory in the question or earlier in the conversation there is nothing to compare with ("4×H100"
-    alone does not say 80 GB or 94 GB), so the question is left to the other recognisers.
+    alone does not say 80 GB or 94 GB), so the question is left to the other recognisers. A follow-up to a fit
+    question ("what about on four of them?") keeps what it does not change from the earlier question.
     """
-    if not FIT_WORDS.search(text):
+    if TIME_WORDS.search(text) and not NAMED_FIT.search(text):
+        return None
+    follow_up = not FIT_WORDS.search(text)
+    if follow_up and not _follows_a_fit(text, context):
         return None
     params, assumed = context.params_or_assume(text, allow_example=False)
     if not params:
         return None
-    memory, gpus = _gpu_memory(text), _gpu_count(text)
-    if memory is None:
+    memory, gpus = _gpu_memory(text), _gpu_count(text, follow_up=follow_up)
+    if memory is None or follow_up:
         # The GPUs of an earlier question ("and will a 13B model fit?"): their memory, and their count unless named.
-        memory = _gpu_memory(context.earlier)
         if memory is None:
-            return None
-        assumed = (*assumed, f"gpu_memory_gb {memory} from earlier in this conversation")
+            memory = _gpu_memory(context.earlier)
+            if memory is None:
+                return None
+            assumed = (*assumed, f"gpu_memory_gb {memory} from earlier in this conversation")
         if gpus is None and (gpus := _gpu_count(context.earlier)) is not None:
             assumed = (*assumed, f"num_gpus {gpus} from earlier in this conversation")
     arguments: dict[str, Any] = {"params": params, "gpu_memory_gb": memory}
@@ -374,9 +433,12 @@ def recognise_memory_fit(text: str, context: PlanContext) -> Recognised:
         assumed = (*assumed, "num_gpus: 1, as no GPU count was named")
     arguments["num_gpus"] = gpus
     workload = _workload(text)
+    reads_earlier = follow_up
     if workload is None and (workload := _workload(context.earlier)) is not None:
-        text = f"{text} {context.earlier}"  # its bits, stage and optimizer too
         assumed = (*assumed, f"workload {workload} from earlier in this conversation")
+        reads_earlier = True
+    if reads_earlier:  # the earlier bits, stage and optimizer too, after any named here
+        text = f"{text} {context.earlier}"
     if workload is None:
         workload = "training"
         assumed = (*assumed, "workload: training, as the question names neither training nor inference")

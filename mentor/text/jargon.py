@@ -1,0 +1,37 @@
+"""The shorthand of the LLM-systems track, spelled out, so a question in jargon finds the sentence in prose.
+
+"DP: what does each GPU hold?" matches "Data parallel (DP) — ...", "zero-3" matches "stage 3", "fully sharded
+data parallel" matches "FSDP". Only what the field writes one way and the modules another; each entry adds its
+expansion next to the learner's words (mentor.engines.selection), never replaces them.
+"""
+
+from __future__ import annotations
+
+import re
+
+JARGON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.I if flags else 0), expansion)
+    for pattern, expansion, flags in (
+        (r"\bDP\b", "data parallel", False),
+        (r"\bTP\b", "tensor parallel", False),
+        (r"\bPP\b", "pipeline parallel", False),
+        (r"\bSP\b", "sequence parallel", False),
+        (r"\bfully[\s-]+sharded[\s-]+data[\s-]+parallel\w*", "FSDP ZeRO", True),
+        (r"\bzero[\s-]*(?:stage[\s-]*)?([123])\b", r"ZeRO stage \1", True),
+        (r"\b(?:OOM|out[\s-]+of[\s-]+memory)\b", "memory", True),
+        (r"\b(?:half[\s-]+precision|float16)\b", "fp16", True),
+        (r"\bbfloat16\b", "bf16", True),
+        (r"\bW(?:8|4)A(?:8|16)\b", "weight and activation quantization", True),
+        (r"\bPTQ\b", "post-training quantization", False),
+        (r"\b(?:3|4)[\s-]*d\s+parallel\w*", "3-D parallelism combine", True),
+    )
+)
+
+
+def expansions(text: str) -> list[str]:
+    """What the jargon in `text` stands for, in order of appearance, each once."""
+    found: dict[str, int] = {}
+    for pattern, expansion in JARGON:
+        for match in pattern.finditer(text):
+            found.setdefault(match.expand(expansion), match.start())
+    return sorted(found, key=found.__getitem__)

@@ -1,0 +1,198 @@
+"""Answers that answer (issue 15): on-point sentences, every part of a two-part question, a verdict for a decision,
+a plain statement of what the module lacks, follow-ups that add something, and a warm first question.
+
+Every test goes through the real chat over the real corpus and embedder; the sentence-level expectations name
+module sentences by a phrase only they contain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mentor.answer import ChatInput
+from mentor.corpus import chunk_module, load_corpus
+from mentor.engines.selection import leans_back, question_parts
+from mentor.framing import PARTIAL_OPENING
+from mentor.text import split_sentences, strip_markers
+from mentor.text.profile import ModuleProfile
+
+from .conftest import CORPUS, MODULE_ID
+
+MARKER = re.compile(r"\s*\[\d+\]\s*")
+
+
+@pytest.fixture(scope="module")
+def profile() -> ModuleProfile:
+    return ModuleProfile.of(chunk_module(load_corpus(Path(CORPUS))[0]))
+
+
+def ask(runtime, message: str, conversation: str | None = None, style: str = "explain"):
+    request = ChatInput(message=message, module_id=MODULE_ID, conversation_id=conversation, style=style)
+    return asyncio.run(runtime.chat.ask(request))
+
+
+def quotes(answer_text: str) -> list[str]:
+    """The module sentences an answer quotes: each ends with its marker; calculations and framing have none."""
+    quoted = []
+    for paragraph in answer_text.split("\n\n"):
+        if MARKER.search(paragraph):
+            quoted += [" ".join(q.split()) for q in MARKER.split(paragraph) if q.strip()]
+    return quoted
+
+
+# ---- the pieces -----------------------------------------------------------------------------------------------
+
+
+def test_a_two_part_question_has_two_parts_and_a_comparison_one_per_side(profile) -> None:
+    two = question_parts("what is data parallelism, and how does it differ from tensor parallelism?", profile)
+    assert [p.terms for p in two] == [("data", "parallel"), ("tensor", "parallel")]
+    sides = question_parts("fp-16 vs bf16, which is more stable?", profile)
+    assert [p.name for p in sides] == ["fp-16", "bf16"]
+    between = question_parts("what is the difference between ZeRO stage 2 and stage 3?", profile)
+    assert len(between) == 2 and ("stage", "3") in between[1].pairs
+    assert len(question_parts("what is ZeRO stage 2? why?", profile)) == 1  # "why?" adds no topic of its own
+
+
+def test_misspelt_and_hyphenated_terms_read_as_the_module_spells_them(profile) -> None:
+    assert profile.terms("pipline paralelism") == ("pipelin", "parallel")
+    assert "fp16" in profile.terms("fp-16 overflow") and "zero3" not in profile.terms("zero-3")
+
+
+def test_sentences_that_lean_on_the_one_before_are_recognised() -> None:
+    assert leans_back("ZeRO/FSDP shard those 84 GB across the data-parallel GPUs")
+    assert leans_back("`(vs fp16 weights = 7e9 * 2 = 14 GB)`")
+    assert leans_back("For a 7B model, that alone is: `optimizer state = 7e9 params * 12 bytes = 84 GB`")
+    assert not leans_back("bf16 > fp16 for stability (fp32 exponent, no loss scaling); keep an fp32 master copy.")
+
+
+def test_the_profile_marks_the_overview_its_restatement_and_the_reading_list_as_boilerplate(profile) -> None:
+    restated = "The systems that make large-model training feasible: parallelism and ZeRO"
+    assert any(b.startswith(restated) for b in profile.boilerplate)
+    assert len(profile.sources) == 7 and all(s in profile.boilerplate for s in profile.sources)
+    assert not any("Optimizer state, not weights" in b for b in profile.boilerplate)
+    assert profile.term_weights["bubbl"] > profile.term_weights["model"]  # rare words weigh more
+
+
+# ---- whole answers ----------------------------------------------------------------------------------------------
+
+
+def test_one_good_sentence_is_not_padded(runtime) -> None:
+    answered = ask(runtime, "what is gptq?")
+    assert quotes(answered.answer.text) == [
+        "GPTQ minimises output error via Hessian info; AWQ protects salient channels; both are post-training "
+        "(no retraining)."
+    ]
+    assert answered.answer.coverage == "full"
+
+
+def test_overview_and_reading_list_are_quoted_only_when_asked_for(runtime) -> None:
+    for question in ("what does mixed precision training keep in fp32?", "how does ZeRO save memory?"):
+        text = ask(runtime, question).answer.text
+        assert "The systems that make large-model training feasible" not in text
+        assert "Reference — resource" not in text
+    sources = ask(runtime, "where does this idea come from?")
+    assert not sources.answer.out_of_scope and sources.answer.text.count("Reference — resource") >= 3
+    paper = ask(runtime, "who wrote the ZeRO paper?").answer.text
+    assert "Rajbhandari et al. (2020)" in paper and "Hoffmann" not in paper
+
+
+def test_both_parts_of_a_two_part_question_are_answered(runtime) -> None:
+    text = ask(runtime, "what is data parallelism, and how does it differ from tensor parallelism?").answer.text
+    said = " ".join(quotes(text))
+    assert "splits the batch" in said and "matmuls within a layer" in said
+
+
+def test_a_decision_states_its_verdict_first(runtime) -> None:
+    for question, verdict in [
+        ("will Adam training of a 6B model fit on one 48 GB card?", "no"),
+        ("can I train a 30B model on 4x H100 80GB?", "no"),
+        ("can I run a 7B model in int4 on one 24 GB GPU?", "yes"),
+        ("is 13B on 500B tokens or 40B on 150B tokens the better use of the budget?", "13b on 500b tokens"),
+    ]:
+        answered = ask(runtime, question)
+        first = split_sentences(strip_markers(answered.answer.text))[0].lower()
+        assert verdict in first.replace("*", ""), (question, first)
+        assert answered.answer.coverage == "full" and answered.grounding.grounded
+        assert answered.answer.tool_calls[0].result["verdict"].lower() == verdict
+
+
+def test_what_the_module_lacks_is_said_first_and_the_rest_still_answered(runtime) -> None:
+    answered = ask(runtime, "what does fp8 change compared to bf16?")
+    first, *rest = answered.answer.text.split("\n\n")
+    assert answered.answer.coverage == "partial"
+    assert first.startswith(PARTIAL_OPENING) and "fp8" in first and "[" not in first
+    assert any("bf16 keeps fp32's 8-bit exponent" in q for q in quotes(" ".join(rest)))
+    assert answered.grounding.grounded  # the framing sentence is the mentor's own, not a claim to check
+
+
+def test_a_neighbour_topic_is_refused_and_covered_ones_in_odd_wording_are_not(runtime) -> None:
+    assert ask(runtime, "how does ring attention save memory?").answer.coverage == "none"
+    for question in (
+        "DP: what does each GPU hold?",
+        "Attempted loss scale: 65536, reducing to 32768 — why?",
+        "my fp16 run keeps giving inf losses, any tips?",
+        "pipline paralelism, what is split?",
+    ):
+        answered = ask(runtime, question)
+        assert not answered.answer.out_of_scope, question
+        assert answered.answer.citations, question
+    log_line = ask(runtime, "Attempted loss scale: 65536, reducing to 32768 — why?").answer.text
+    assert "needs loss scaling" in log_line
+
+
+def test_a_follow_up_adds_what_the_first_answer_did_not_say(runtime) -> None:
+    first = ask(runtime, "what is data parallelism?")
+    second = ask(runtime, "and what about tensor parallelism?", conversation=first.conversation_id)
+    assert quotes(second.answer.text) and not set(quotes(first.answer.text)) & set(quotes(second.answer.text))
+    assert "matmuls within a layer" in second.answer.text
+    again = ask(runtime, "say that again", conversation=second.conversation_id)
+    assert set(quotes(again.answer.text)) & set(quotes(second.answer.text))  # asked to repeat, it may
+
+
+def test_and_the_next_stage_is_answered_with_a_sentence_not_yet_quoted(runtime) -> None:
+    first = ask(runtime, "what does ZeRO stage 1 shard?")
+    second = ask(runtime, "and the next stage?", conversation=first.conversation_id)
+    assert second.answer.coverage == "full" and "gradients" in second.answer.text
+    assert not set(quotes(first.answer.text)) & set(quotes(second.answer.text))
+
+
+def test_a_calculation_for_another_size_does_not_quote_the_modules_7b_example(runtime) -> None:
+    text = ask(runtime, "how much memory does a 13B model need for training?").answer.text
+    assert "208 GB" in text and "7B model" not in text and "7e9" not in text
+
+
+def test_the_first_question_embeds_nothing_new_after_warming(runtime) -> None:
+    class Counting:
+        """The real embedder, counting the sentences it is asked to embed as documents."""
+
+        def __init__(self, inner) -> None:
+            self.inner, self.documents = inner, 0
+
+        def embed_documents(self, texts, **kwargs) -> np.ndarray:
+            self.documents += len(texts)
+            return self.inner.embed_documents(texts, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    from mentor.engines.extractive import ExtractiveEngine
+
+    counting = Counting(runtime.embedder)
+    chat = runtime.chat
+    cold = ExtractiveEngine(counting)
+    previous = chat.extractive
+    try:
+        chat.extractive = cold
+        chat.warm()
+        warmed = counting.documents
+        assert warmed >= 50  # every unit of the module, in one batch
+        ask(runtime, "why is tensor parallel chatty?")
+        ask(runtime, "what does bf16 keep from fp32?")
+        assert counting.documents == warmed
+    finally:
+        chat.extractive = previous
