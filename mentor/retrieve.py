@@ -14,12 +14,16 @@ from mentor.embeddings import Embedder
 from mentor.errors import InvalidInput, NotFound
 from mentor.scope import ScopeExamples
 from mentor.text import ASKING, COMMON_WORDS, MAX_MESSAGE_CHARS, tokenize
+from mentor.text.jargon import expansions
 from mentor.text.profile import ModuleProfile
 from mentor.text.spelling import correct
 
 MAX_QUERY_CHARS = MAX_MESSAGE_CHARS  # a follow-up joined to its question is cut to fit (mentor.query)
 NUMERIC = re.compile(r"^\d+[a-z]?$")
 # A word that could name a topic: letters, perhaps a short number ("fp8", "int4"), never an id ("run-7b172231").
+# A pasted log line: a level or error name, or a bracketed tag ("[deepspeed]", "NCCL WARN", "RuntimeError:").
+LOG_LINE = re.compile(r"\b(?:WARN(?:ING)?|ERROR|INFO|Traceback|\w+Error|\w+Exception|OVERFLOW)\b|^\s*\[\w+\]")
+QUESTION = re.compile(r"[^.?!\n—]*\?")
 WORD = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z]*(?:-?[A-Za-z]+)*\d{0,3}(?![\w-])")
 
 
@@ -132,9 +136,11 @@ class Retriever:
         vocabulary, and it is neither a number, a word of asking nor a common English word.
         """
         unknown: dict[str, None] = {}
+        if LOG_LINE.search(query) and (asked := QUESTION.findall(query)):
+            query = asked[-1]  # a pasted log's words (NCCL, allreduce, Rank) are not what the learner asks about
         for word in WORD.findall(query):
-            if word.lower() in COMMON_WORDS:
-                continue  # "already", "size", "speed": ordinary English, not a missing topic
+            if word.lower() in COMMON_WORDS or expansions(word):
+                continue  # "already", "size": ordinary English; "vram", "nan": jargon for what the module says
             terms, _ = self.query_terms(word, module_id)
             topical = [t for t in terms if not NUMERIC.match(t) and t not in ASKING]
             if topical and not any(t in self.modules[module_id].vocab for t in topical):

@@ -56,6 +56,8 @@ SUBJECT = re.compile(
     r"\s+(?:an?\s+|the\s+)?(?P<subject>[\w./+-]+(?:\s+[\w./+-]+)?)",
     re.I,
 )
+# A name, not a word: a capital after the first letter ("GaLore", "NCCL") or a digit ("fp8").
+NAME = re.compile(r"^\w+[A-Z0-9]|\d")
 OWN_TERMS = 2  # a follow-up naming this many topic words is read on its own, not joined to the question before
 MAX_NAMED = 3  # the partial-coverage sentence names at most this many missing words or parts
 NAMING_UNITS = 2  # a word in more of the module's sentences than this names a topic, not a section
@@ -88,7 +90,9 @@ class ExtractiveEngine:
             # Each quote ends as a sentence, so the grounding check reads it as one.
             text = unit.text if unit.text.endswith((".", "!", "?")) else f"{unit.text}."
             quoted.append(f"{text} [{passage.rank}]")
-        missing = [] if computed else missing_names(question.unknown, selection.unanswered, question.profile)
+        # A part without one word the module knows ("call me on if needed") is chatter, not a question it lacks.
+        unanswered = [p for p in selection.unanswered if any(t in question.profile.term_weights for t in p.terms)]
+        missing = [] if computed else missing_names(question.unknown, unanswered, question.profile)
         answered = len(parts) - len(selection.unanswered)
         if not computed and not answered and about_unknown(question.text, question.unknown):
             # "how does GaLore cut optimizer memory?" asks about something the module never names, and no
@@ -122,12 +126,13 @@ class ExtractiveEngine:
             return Selection([], []), []
         profile = question.profile
         sources = bool(ASKS_SOURCES.search(question.text))
+        about = not sources and bool(ASKS_ABOUT_MODULE.search(question.text))
         query = query.removesuffix(f" ({SOURCES_WORDS})")  # retrieval's pointer to the reading list, not asked
         pool = candidates(
             question.passages,
             self._units_of,
             profile,
-            allow_boilerplate=sources or bool(ASKS_ABOUT_MODULE.search(question.text)),
+            allow_boilerplate=sources or about,
         )
         said = ""
         if question.history and not ASKS_REPEAT.search(question.text):
@@ -168,6 +173,12 @@ class ExtractiveEngine:
             listed = self._reading_list(parts, vectors, pool, profile)
             if listed:
                 return Selection(listed, []), parts
+        if about:
+            # "quick summary of the module", "what do I need before starting?": its opening says so.
+            opening = [c for c in pool if c.unit.text in profile.boilerplate - profile.sources]
+            found = select(parts, vectors, opening, profile, per_part=per_part, limit=limit, floor=NEAREST)
+            if found.chosen:
+                return Selection(found.chosen, []), parts
         fresh = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
         if said and best_score(parts, vectors, fresh, profile) < best_score(parts, vectors, pool, profile) - NOVELTY:
             # What the last answer left out answers it much worse than what it said: the module has nothing
@@ -234,8 +245,9 @@ def about_unknown(question: str, unknown: Sequence[str]) -> bool:
     """True when what the question asks about, its subject ("how does GaLore ...", "what is fp8?"), is a word
     the module never uses."""
     match = SUBJECT.match(question)
-    subject = {w.lower() for w in re.findall(r"[\w-]+", match.group("subject"))} if match else set()
-    return bool(subject & {w.lower() for w in unknown})
+    subject = set(re.findall(r"[\w-]+", match.group("subject"))) if match else set()
+    names = {w.lower() for w in subject if NAME.search(w)}  # "GaLore", "fp8", "NCCL"; not "shrinking"
+    return bool(names & {w.lower() for w in unknown})
 
 
 def named_section(parts: Sequence[Part], pool: Sequence[Candidate], profile: ModuleProfile) -> list[Candidate]:

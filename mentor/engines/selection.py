@@ -27,6 +27,8 @@ FLOOR = 0.55  # a unit scoring below this for every part answers none of them
 STRICT = 0.9  # the floor for a part holding a word the module never uses
 NOVELTY = 0.2  # a follow-up re-quotes a sentence only when every unsaid one scores this much lower
 NEAREST = 0.45  # in scope but nothing clears FLOOR: the nearest unit is quoted, as only that, if it clears this
+SURE = 0.8  # a part's best unit scoring this is taken alone unless the next is within RUNNER_UP
+UNSURE_RUNNER_UP = 0.06  # ... and below SURE, the next unit joins when within this
 RUNNER_UP = 0.02  # a second unit for a part must score within this of the part's best
 LEXICAL_WEIGHT = 0.3
 PAIR_WEIGHT = 0.15
@@ -37,8 +39,15 @@ MAX_PARTS = 3
 
 # Where a question holds a second question: "...?", "; ", ", and how ...", " and why ...".
 PART_BREAK = re.compile(
-    r"\?\s+(?=\S)|;\s+|,?\s+(?:and|but)\s+(?=(?:how|why|what|when|which|where|who|is|are|does|do|can|should|"
-    r"would|will)\b)",
+    r"\?\s+(?=\S)|;\s+|[.!]\s+(?=[A-Z]|(?:how|why|what|when|which|where|and|also)\b)"
+    r"|,?\s+(?:and|but|also)\s+(?=(?:how|why|what|when|which|where|who|is|are|does|do|can|should|would|will)\b)",
+    re.I,
+)
+# "explain bf16 and fp16", "tell me about DP and TP": a request for two things, each a part.
+BOTH = re.compile(
+    r"^\W*(?:explain|describe|compare|contrast|define|tell me about|what (?:are|is)|what's|whats)\s+(?:the\s+)?"
+    r"(?P<left>[\w./+-]+(?:\s+[\w./+-]+){0,2}?)\s+and\s+(?:the\s+)?(?P<right>[\w./+-]+(?:\s+[\w./+-]+){0,2}?)"
+    r"\s*[?.!]*$",
     re.I,
 )
 # Two things compared: each side is a part, with the rest of the clause as its frame.
@@ -135,7 +144,7 @@ def _sides(clause: str, profile: ModuleProfile) -> list[tuple[str, str]]:
     Each as (text to score, name): "fp-16 vs bf16, which is more stable" -> ("fp-16 which is more stable",
     "fp-16") and ("bf16 which is more stable", "bf16").
     """
-    match = BETWEEN.search(clause) or COMPARISON.search(clause)
+    match = BETWEEN.search(clause) or COMPARISON.search(clause) or BOTH.match(clause)
     if match is None:
         return [(clause, clause)]
     left = LEADING_FRAME.sub("", match.group("left"))
@@ -232,9 +241,11 @@ def select(
             unanswered.append(part)
             continue
         best = ranked[0][0]
+        # A part whose best unit is only fairly relevant may be answered by the next one instead: take both.
+        margin = RUNNER_UP if best >= SURE else UNSURE_RUNNER_UP
         taken = 0
         for value, candidate in ranked:
-            if taken == per_part or len(chosen) >= limit or value < max(part_floor, best - RUNNER_UP):
+            if taken == per_part or len(chosen) >= limit or value < max(part_floor, best - margin):
                 break
             key = (candidate.passage.chunk_id, candidate.unit.index)
             if key in chosen:

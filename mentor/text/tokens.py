@@ -57,7 +57,8 @@ ASKING = frozenset(
         try trying tried typical typically usually want wanted warning whole wrong yes yet giving gives given
         uses compared comparing next previous another else more other keeps kept getting gets got tried asks
         asked card cards box paper papers author authors wrote written write read reading book books source
-        sources cite cited citation citations diff sorry"""
+        sources cite cited citation citations diff sorry call email mail phone ssn git clone http https url btw
+        cheers regards pls plz"""
     )
 )
 
