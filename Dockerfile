@@ -39,6 +39,8 @@ COPY mentor ./mentor
 RUN pip install --no-deps --no-build-isolation . && rm -rf build mentor.egg-info
 COPY corpus ./corpus
 COPY prompts ./prompts
+# the scope decision's labelled example questions (MENTOR_SCOPE_EXAMPLES, mentor/scope.py)
+COPY eval/calibration/scope.jsonl ./eval/calibration/scope.jsonl
 
 USER mentor
 EXPOSE 8000

@@ -239,3 +239,24 @@ def test_links_survive_only_when_the_module_has_them(llm, runtime, tmp_path) -> 
     ).public()
     assert answer["engine"] == "llm", answer
     assert "https://docs.example.org/zero" in answer["answer"] and "evil.example" not in answer["answer"]
+
+
+def test_the_llm_answer_opens_with_what_the_module_does_not_cover(llm) -> None:
+    stub, _, app = llm
+
+    def bf16(request: dict) -> Reply:
+        n = passage_number(request, "bf16 keeps fp32's 8-bit exponent")
+        return Reply(content=f"bf16 keeps fp32's 8-bit exponent, so it needs no loss scaling [{n}].")
+
+    stub.set_script(bf16)
+    with serve(app) as url:
+        events = stream_events(url, {"message": "what does fp8 change compared to bf16?"})
+    deltas = "".join(d["text"] for k, d in events if k == "delta")
+    done = events[-1][1]
+    assert done["engine"] == "llm" and done["coverage"] == "partial" and done["grounding"]["grounded"]
+    assert done["answer"].startswith("The module does not cover “fp8”") and deltas == done["answer"]
+    assert "fp8" not in stub.requests[0]["messages"][-1]["content"].split("<question>")[0]  # not in the passages
+    stub.set_script(grounded_zero_answer)
+    with serve(app) as url:
+        events = stream_events(url, {"message": "what does ZeRO shard?"})
+    assert events[-1][1]["coverage"] == "full"

@@ -266,6 +266,30 @@ def test_question_list_filters_and_cursor_pages(analyst) -> None:
     assert client.get("/v1/signals/questions", params={"limit": 0}, headers=AUTH).status_code == 422
 
 
+def test_coverage_is_logged_and_filters_where_the_module_falls_short(analyst) -> None:
+    rt, client = analyst
+    client.post("/v1/chat", json={"message": "what does fp8 change compared to bf16?", "learner_id": "c1"})
+    client.post("/v1/chat", json={"message": "what does ZeRO stage 2 shard?", "learner_id": "c2"})
+    client.post("/v1/chat", json={"message": "how do I bake bread?", "learner_id": "c3"})
+    assert rt.writer.flush()
+    by = {
+        value: [
+            q["text"]
+            for q in client.get("/v1/signals/questions", params={"coverage": value}, headers=AUTH).json()["items"]
+        ]
+        for value in ("full", "partial", "none")
+    }
+    assert by == {
+        "full": ["what does ZeRO stage 2 shard?"],
+        "partial": ["what does fp8 change compared to bf16?"],
+        "none": ["how do I bake bread?"],
+    }
+    bad = client.get("/v1/signals/questions", params={"coverage": "most"}, headers=AUTH)
+    assert bad.status_code == 422
+    csv = client.get("/v1/signals/export", params={"format": "csv"}, headers=AUTH).text
+    assert "coverage" in csv.splitlines()[0] and ",partial," in csv
+
+
 def test_summary_hides_groups_below_the_cohort(analyst) -> None:
     rt, client = analyst
     for i in range(3):  # min_cohort is 3 in this fixture
