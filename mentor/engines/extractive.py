@@ -58,6 +58,7 @@ SUBJECT = re.compile(
 )
 # A name, not a word: a capital after the first letter ("GaLore", "NCCL") or a digit ("fp8").
 NAME = re.compile(r"^\w+[A-Z0-9]|\d")
+TOPICAL = 2.5  # a part counts as asked only with a word this specific to a few of the module's sentences
 OWN_TERMS = 2  # a follow-up naming this many topic words is read on its own, not joined to the question before
 MAX_NAMED = 3  # the partial-coverage sentence names at most this many missing words or parts
 NAMING_UNITS = 2  # a word in more of the module's sentences than this names a topic, not a section
@@ -90,8 +91,10 @@ class ExtractiveEngine:
             # Each quote ends as a sentence, so the grounding check reads it as one.
             text = unit.text if unit.text.endswith((".", "!", "?")) else f"{unit.text}."
             quoted.append(f"{text} [{passage.rank}]")
-        # A part without one word the module knows ("call me on if needed") is chatter, not a question it lacks.
-        unanswered = [p for p in selection.unanswered if any(t in question.profile.term_weights for t in p.terms)]
+        # A part without one specific module word ("call me on if needed", "which one n y") is chatter, not a
+        # question the module leaves unanswered.
+        weights = question.profile.term_weights
+        unanswered = [p for p in selection.unanswered if any(weights.get(t, 0) >= TOPICAL for t in p.terms)]
         missing = [] if computed else missing_names(question.unknown, unanswered, question.profile)
         answered = len(parts) - len(selection.unanswered)
         if not computed and not answered and about_unknown(question.text, question.unknown):
@@ -155,6 +158,15 @@ class ExtractiveEngine:
             own = Part.of(question.text, profile)
             alone = len(own.terms) >= OWN_TERMS and not ASKS_REPEAT.search(question.text)
             parts = [own if alone else Part.of(query, profile)] if follow_up else question_parts(query, profile)
+            if follow_up and alone:
+                # Read both ways; keep the reading that what the last answer left unsaid answers better.
+                joined = Part.of(query, profile)
+                unsaid = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
+                own_best, joined_best = (
+                    best_score([p], [self._embedder.embed_query(p.text)], unsaid, profile) for p in (own, joined)
+                )
+                if joined_best > own_best:
+                    parts = [joined]
             per_part = 2 if question.style == "explain" else 1
             limit = max(MAX_UNITS[question.style], len(parts)) if question.style != "hint" else 1
         if not pool or limit == 0:

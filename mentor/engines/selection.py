@@ -60,7 +60,8 @@ LEADING_FRAME = re.compile(r"^(?:(?:what|how|why|does|do|is|are|the|a|an|would|s
 BETWEEN = re.compile(r"\bbetween\s+(?P<left>.+?)\s+and\s+(?P<right>[^,?.!;]+)", re.I)
 # "where does this idea come from?", "which paper introduced ZeRO?", "what should I read next?"
 ASKS_SOURCES = re.compile(
-    r"\b((?:which|what|the original|a|any) (?:papers?|sources?|references?|reading)|cite[sd]?|citations?|"
+    r"\b((?:which|what|the original|a|any|that|this|the) (?:papers?|sources?|references?|reading)|"
+    r"cit(?:e|es|ed|ing)|citations?|another module|other modules?|who(?:'s| is| are) behind|authors? of|"
     r"bibliography|reading list|further reading|read (?:more|next|further|about)|comes? from|originat\w*|"
     r"introduced|proposed|invented|came up with|learn more|resources?|who (?:wrote|published|proposed)|"
     r"papers? (?:on|about|for|behind))\b",

@@ -28,6 +28,7 @@ JARGON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\b(?:nan|nans|inf|infs|overflow\w*)\b", "fp16 range loss scaling underflow", True),
         (r"\bgrads?\b", "gradients", True),
         (r"\bfine[\s-]*tun\w*|\bfinetun\w*", "training", True),
+        (r"\bserv(?:e|es|ed|ing)\b", "inference", True),
     )
 )
 
