@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from mentor.retrieve import Retriever
 from mentor.scope import Labelled, ScopeExamples
+from mentor.text.jargon import spell_out
 
 EXAMPLE_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 
@@ -35,7 +36,7 @@ def calibrate_scope(retriever: Retriever, module_id: str, labelled: list[Labelle
     features = []
     for row in labelled:
         result = retriever.search(row.question, module_id, 1)
-        vector = retriever.embedder.embed_query(row.question)
+        vector = retriever.embedder.embed_query(spell_out(row.question))  # as Retriever.search embeds it
         margin = examples.margin(module_id, vector, leave_out=row.question)
         features.append((result.dense_max, result.coverage, margin, row.in_scope, row.question))
     positives = sum(1 for f in features if f[3])

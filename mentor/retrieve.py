@@ -14,7 +14,7 @@ from mentor.embeddings import Embedder
 from mentor.errors import InvalidInput, NotFound
 from mentor.scope import ScopeExamples
 from mentor.text import ASKING, COMMON_WORDS, MAX_MESSAGE_CHARS, tokenize
-from mentor.text.jargon import expansions
+from mentor.text.jargon import expansions, spell_out
 from mentor.text.profile import ModuleProfile
 from mentor.text.spelling import correct
 
@@ -166,6 +166,7 @@ class Retriever:
         chunks = index.chunks
         if not 1 <= k <= 50:
             raise InvalidInput(f"k: must be between 1 and 50 (got {k})")
+        asked, query = query, spell_out(query)  # jargon spelled out: "z1 z2 z3" reads as "ZeRO stage 1, 2, 3"
         vector = self._embedder.embed_query(query)
         depth = min(len(chunks), max(4 * k, 20))
         similarities = index.vectors @ vector
@@ -206,7 +207,7 @@ class Retriever:
         dense_max = max(dense.values(), default=0.0)
         margin = self.examples.margin(module_id, vector) if self.example_weight else 0.0
         relevance = self.scope_weight * dense_max + (1 - self.scope_weight) * coverage + self.example_weight * margin
-        unknown = self.unknown_words(query, module_id) if coverage < 1 else ()
+        unknown = self.unknown_words(asked, module_id) if coverage < 1 else ()
         return Retrieval(passages, relevance, relevance >= self.scope_threshold, dense_max, coverage, unknown)
 
 

@@ -6,7 +6,8 @@ the question's topic words the module uses. Both are fooled the same two ways: a
 word with the module ("how does ring attention save memory?") looks in scope, and a covered question written in
 log lines or abbreviations looks out of it. The calibration set (eval/calibration/scope.jsonl) holds questions of
 both kinds, labelled; the margin between the nearest in-scope and the nearest out-of-scope examples tells the two
-apart where the words cannot (balanced accuracy on that set, leave-one-out: 0.897 without it, 0.95 with it).
+apart where the words cannot (balanced accuracy on that set, leave-one-out: 0.897 without it, 0.983 with it and
+jargon spelled out).
 
 Examples belong to a module (`module_id` on each line); a module without examples gets a margin of 0.
 """
@@ -23,6 +24,7 @@ import numpy as np
 
 from mentor.embeddings import Embedder
 from mentor.errors import InvalidInput
+from mentor.text.jargon import spell_out
 
 log = logging.getLogger(__name__)
 NEAREST = 3  # examples of each label averaged: one odd example does not decide
@@ -79,7 +81,9 @@ class ScopeExamples:
     @classmethod
     def build(cls, labelled: Sequence[Labelled], embedder: Embedder) -> ScopeExamples:
         """Embed the labelled questions, grouped by module (a module needs examples of both labels)."""
-        vectors = embedder.embed_documents([row.question for row in labelled]) if labelled else np.zeros((0, 1))
+        # Spelled out as retrieval reads a question (mentor.text.jargon), so both sides compare alike.
+        texts = [spell_out(row.question) for row in labelled]
+        vectors = embedder.embed_documents(texts) if labelled else np.zeros((0, 1))
         modules: dict[str, ModuleExamples] = {}
         for module_id in dict.fromkeys(row.module_id for row in labelled):
             rows = [(row, vector) for row, vector in zip(labelled, vectors, strict=True) if row.module_id == module_id]

@@ -245,8 +245,8 @@ def test_the_llm_answer_opens_with_what_the_module_does_not_cover(llm) -> None:
     stub, _, app = llm
 
     def bf16(request: dict) -> Reply:
-        n = passage_number(request, "bf16 keeps fp32's 8-bit exponent")
-        return Reply(content=f"bf16 keeps fp32's 8-bit exponent, so it needs no loss scaling [{n}].")
+        n = passage_number(request, "bf16 > fp16 for stability")
+        return Reply(content=f"bf16 beats fp16 for stability: it has the fp32 exponent, so no loss scaling [{n}].")
 
     stub.set_script(bf16)
     with serve(app) as url:

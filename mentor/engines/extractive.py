@@ -219,6 +219,11 @@ class ExtractiveEngine:
         content = [c for c in pool if c.unit.text not in profile.sources]
         if not listed:
             return []
+        # A row the question names ("citing micikevicius", "the kaplan one") is the answer, whatever else is near.
+        asked = {t for part in parts for t in part.terms if profile.term_weights.get(t, 0) >= TOPICAL}
+        named = [c for c in listed if asked & c.terms]
+        if named and len(named) < len(listed):
+            return named
         about = select(parts, vectors, content, profile, per_part=1, limit=len(parts)).chosen
         if not about:
             return listed

@@ -19,7 +19,7 @@ import numpy as np
 from mentor.retrieve import Passage
 from mentor.safety import looks_like_injection
 from mentor.text import Unit, tokenize
-from mentor.text.jargon import expansions
+from mentor.text.jargon import spell_out
 from mentor.text.markers import strip_markers
 from mentor.text.profile import ModuleProfile
 
@@ -62,7 +62,9 @@ BETWEEN = re.compile(r"\bbetween\s+(?P<left>.+?)\s+and\s+(?P<right>[^,?.!;]+)", 
 ASKS_SOURCES = re.compile(
     r"\b((?:which|what|the original|a|any|that|this|the) (?:papers?|sources?|references?|reading)|"
     r"cit(?:e|es|ed|ing)|citations?|another module|other modules?|who(?:'s| is| are) behind|authors? of|"
-    r"bibliography|reading list|further reading|read (?:more|next|further|about)|comes? from|originat\w*|"
+    r"bibliography|reading list|further reading|read (?:more|next|further|about)|originat\w*|"
+    r"(?:idea|rule|law|concept|finding|result|term|name|trick|method|technique|approach)s?\b[^?.]{0,40}\bcomes? "
+    r"from|(?:this|that|it) comes? from|"
     r"introduced|proposed|invented|came up with|learn more|resources?|who (?:wrote|published|proposed)|"
     r"papers? (?:on|about|for|behind))\b",
     re.I,
@@ -93,9 +95,7 @@ class Part:
     @classmethod
     def of(cls, text: str, profile: ModuleProfile, name: str = "") -> Part:
         name = (name or text).strip(" ,;:?!.")
-        spelled = expansions(text)
-        if spelled:
-            text = f"{text} ({', '.join(spelled)})"  # "DP: what does each GPU hold? (data parallel)"
+        text = spell_out(text)  # "DP: what does each GPU hold? (data parallel)"
         words = profile.words(text)
         pairs = tuple(dict.fromkeys(zip(words, words[1:], strict=False)))
         return cls(text, profile.terms(text), pairs, name, tuple(words))

@@ -29,8 +29,20 @@ JARGON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\bgrads?\b", "gradients", True),
         (r"\bfine[\s-]*tun\w*|\bfinetun\w*", "training", True),
         (r"\bserv(?:e|es|ed|ing)\b", "inference", True),
+        (r"(?<![\w-])z([123])(?![\w-])", r"ZeRO stage \1", True),
+        (r"\b(?:dp|tp|pp)\s*=\s*\d", "data tensor pipeline parallel degree", True),
+        (r"\bDDP\b", "data parallel", True),
+        (r"\bpartition\w*", "shard", True),
+        (r"\b(?:grad(?:ient)?[\s-]*)?scaler\b", "loss scaling", True),
+        (r"\b16[\s-]*bit\b", "fp16 bf16", True),
     )
 )
+
+
+def spell_out(text: str) -> str:
+    """`text` with what its jargon stands for added in brackets: "z1 z2 z3?" -> "z1 z2 z3? (ZeRO stage 1, ...)"."""
+    found = expansions(text)
+    return f"{text} ({', '.join(found)})" if found else text
 
 
 def expansions(text: str) -> list[str]:
