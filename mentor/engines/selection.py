@@ -11,7 +11,7 @@ before it ("those 84 GB", "(vs fp16 weights ...)") is quoted with that sentence 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -231,13 +231,15 @@ def select(
     A part holding a word the module never uses (`lacking`: "which schedule, 1F1B or interleaved, ...") is about
     something the module lacks: only a unit clearing `STRICT` answers it, not one sharing a word ("shrinks").
     """
-    by_key = {(c.passage.chunk_id, c.unit.index): c for c in pool}
+    by_key = {_key(c): c for c in pool}
     chosen: dict[tuple[str, int], Candidate] = {}
     unanswered: list[Part] = []
     for part, vector in zip(parts, part_vectors, strict=True):
-        scores = {(c.passage.chunk_id, c.unit.index): score(c, part, vector, profile) for c in pool}
+        scores = {_key(c): score(c, part, vector, profile) for c in pool}
         ranked = sorted(((scores[key], by_key[key]) for key in scores), key=lambda item: -item[0])
         part_floor = max(floor, STRICT) if lacking & set(part.words) else floor
+
+        ranked = [(value, c) for value, c in ranked if _quotable(c, by_key, scores, part_floor)]
         if not ranked or ranked[0][0] < part_floor:
             unanswered.append(part)
             continue
@@ -248,22 +250,39 @@ def select(
         for value, candidate in ranked:
             if taken == per_part or len(chosen) >= limit or value < max(part_floor, best - margin):
                 break
-            key = (candidate.passage.chunk_id, candidate.unit.index)
-            if key in chosen:
+            if _key(candidate) in chosen:
                 taken += 1  # already quoted for an earlier part: it answers this one too
                 continue
             if any(_same_point(candidate, other) for other in chosen.values()):
                 continue  # the module says this twice (reference, one-liners); once is enough
-            if candidate.leans_back:
-                before_key = (candidate.passage.chunk_id, candidate.unit.index - 1)
-                before = by_key.get(before_key)
-                if before is None or before.leans_back or scores[before_key] < part_floor:
-                    continue  # a fragment is quoted only with its sentence, and only when that one is relevant too
-                chosen.setdefault((before.passage.chunk_id, before.unit.index), before)
-            chosen[key] = candidate
+            lead = by_key.get(_before(candidate)) if candidate.leans_back else None
+            if lead is not None:
+                chosen.setdefault(_key(lead), lead)
+            chosen[_key(candidate)] = candidate
             taken += 1
     ordered = sorted(chosen.values(), key=lambda c: (c.passage.position, c.unit.index))
     return Selection(ordered, unanswered)
+
+
+def _key(candidate: Candidate) -> tuple[str, int]:
+    return candidate.passage.chunk_id, candidate.unit.index
+
+
+def _before(candidate: Candidate) -> tuple[str, int]:
+    return candidate.passage.chunk_id, candidate.unit.index - 1
+
+
+def _quotable(
+    candidate: Candidate,
+    by_key: Mapping[tuple[str, int], Candidate],
+    scores: Mapping[tuple[str, int], float],
+    floor: float,
+) -> bool:
+    """A fragment is quoted only with its sentence, and only when that one is relevant too."""
+    if not candidate.leans_back:
+        return True
+    lead = by_key.get(_before(candidate))
+    return lead is not None and not lead.leans_back and scores[_key(lead)] >= floor
 
 
 def _same_point(a: Candidate, b: Candidate) -> bool:
