@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ from mentor.text.jargon import spell_out
 
 log = logging.getLogger(__name__)
 NEAREST = 3  # examples of each label averaged: one odd example does not decide
+_BUILT: dict[tuple[str, int, int, int], tuple[Embedder, ScopeExamples]] = {}  # see ScopeExamples.load
+_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,12 +103,22 @@ class ScopeExamples:
 
     @classmethod
     def load(cls, path: Path | None, embedder: Embedder) -> ScopeExamples:
-        """The examples in `path`; none when there is no path or no such file (scope then uses two signals)."""
+        """The examples in `path`; none when there is no path or no such file (scope then uses two signals).
+
+        Built once per file version and embedder in a process: every catalog (a reload, a test's runtime) shares
+        them instead of embedding the same few hundred questions again.
+        """
         if path is None or not path.is_file():
             if path is not None:
                 log.info("no scope examples at %s: scope is decided by similarity and topic words alone", path)
             return cls()
-        return cls.build(load_labelled(path), embedder)
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, id(embedder))
+        with _LOCK:
+            built = _BUILT.get(key)
+            if built is None or built[0] is not embedder:
+                built = _BUILT[key] = (embedder, cls.build(load_labelled(path), embedder))
+        return built[1]
 
 
 def load_labelled(path: Path, module_id: str | None = None) -> list[Labelled]:

@@ -71,8 +71,9 @@ class ExtractiveEngine:
 
     def __init__(self, embedder: Embedder) -> None:
         self._embedder = embedder
-        self._units: dict[str, tuple[list[Unit], np.ndarray]] = {}
-        self._lock = threading.Lock()
+        # Chunk ids are content hashes, so a chunk's units and vectors never change: every engine on the same
+        # embedder in a process (a reloaded catalog, a test's app) shares them instead of embedding them again.
+        self._units, self._lock = _unit_cache(embedder)
 
     def answer(self, question: Question, plan: Sequence[PlannedCall], *, retrieval_query: str) -> Answer:
         """Answer `question` from its passages, running the planned calculators."""
@@ -286,6 +287,19 @@ def missing_names(unknown: Sequence[str], unanswered: Sequence[Part], profile: M
     lacking = {term for word in unknown for term in profile.words(word)}
     names += [f"“{part.name}”" for part in unanswered if not lacking & set(part.terms)]
     return list(dict.fromkeys(names))
+
+
+_UNIT_CACHES: dict[int, tuple[Embedder, dict[str, tuple[list[Unit], np.ndarray]], threading.Lock]] = {}
+_UNIT_CACHES_LOCK = threading.Lock()
+
+
+def _unit_cache(embedder: Embedder) -> tuple[dict[str, tuple[list[Unit], np.ndarray]], threading.Lock]:
+    """The process's cache of unit vectors for `embedder` (held with it, so its id is never reused meanwhile)."""
+    with _UNIT_CACHES_LOCK:
+        entry = _UNIT_CACHES.get(id(embedder))
+        if entry is None or entry[0] is not embedder:
+            entry = _UNIT_CACHES[id(embedder)] = (embedder, {}, threading.Lock())
+    return entry[1], entry[2]
 
 
 def _other_example(text: str, sizes: set[tuple[str, str]]) -> bool:
