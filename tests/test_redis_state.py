@@ -129,7 +129,9 @@ def test_replicas_share_conversations_askers_and_erasures(replicas: Replicas) ->
 
 def test_an_append_racing_an_erasure_never_brings_a_conversation_back(replicas: Replicas) -> None:
     async def scenario() -> None:
-        one, two = replicas.store(), replicas.store()
+        # The race, not the time-out, is under test: on a loaded CI machine 31 concurrent scripts can take longer
+        # than the 0.5 s that marks a live Redis as down, which failed this test once (NotReady on the erasure).
+        one, two = (replicas.store(replicas.clients(timeout_s=5.0)) for _ in range(2))
         conversations = [await one.open(None, learner_key=KEY, module_id=MODULE) for _ in range(30)]
         for conversation in conversations[::2]:
             await one.append(conversation, TURN)
