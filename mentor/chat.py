@@ -141,17 +141,7 @@ class ChatService:
         message = prepared.input.message.strip()
         history = tuple(conversation.turns)
         reading = await asyncio.to_thread(self.read, message, history, module.id, prepared.catalog.retriever)
-        question = Question(
-            text=reading.cleaned or message,
-            module_id=module.id,
-            module_title=module.title,
-            style=prepared.input.style,
-            passages=reading.retrieval.passages,
-            history=history,
-            allowed_urls=prepared.catalog.urls[module.id],
-            profile=prepared.catalog.retriever.modules[module.id].profile,
-            unknown=reading.retrieval.unknown,
-        )
+        question = asked(prepared.catalog, module, reading, message, prepared.input.style, history)
         answer = None
         async for kind, payload in self._answer(module, question, reading, stream=stream):
             if kind == "answer":
@@ -281,16 +271,7 @@ class ChatService:
             return
         module = catalog.module(indexes[0][0])
         reading = self.read(WARM_QUESTION, (), module.id, catalog.retriever)
-        question = Question(
-            text=reading.cleaned,
-            module_id=module.id,
-            module_title=module.title,
-            style="explain",
-            passages=reading.retrieval.passages,
-            allowed_urls=catalog.urls[module.id],
-            profile=indexes[0][1].profile,
-            unknown=reading.retrieval.unknown,
-        )
+        question = asked(catalog, module, reading, WARM_QUESTION, "explain", ())
         ground(self._extract(question, reading), question)
 
     async def asker(self, question_id: str) -> str | None:
@@ -311,6 +292,23 @@ class ChatService:
                 raise NotReady("no module is loaded yet; please try again shortly")
             raise InvalidInput(f"module_id: required when there are several modules ({', '.join(modules)})")
         return (catalog or self.catalog).module(module_id)
+
+
+def asked(
+    catalog: Catalog, module: Module, reading: Reading, message: str, style: str, history: tuple[Turn, ...]
+) -> Question:
+    """What an engine is asked: the question as read, with its module's passages, links and profile."""
+    return Question(
+        text=reading.cleaned or message,
+        module_id=module.id,
+        module_title=module.title,
+        style=style,
+        passages=reading.retrieval.passages,
+        history=history,
+        allowed_urls=catalog.urls[module.id],
+        profile=catalog.retriever.modules[module.id].profile,
+        unknown=reading.retrieval.unknown,
+    )
 
 
 def describe_problems(grounding: Grounding) -> str:

@@ -107,7 +107,6 @@ class Retriever:
         example_weight: float = 0.0,
     ) -> None:
         self.embedder = embedder
-        self._embedder = embedder
         self._rrf_k = rrf_k
         self.scope_threshold = scope_threshold
         self.scope_weight = scope_weight
@@ -167,7 +166,7 @@ class Retriever:
         if not 1 <= k <= 50:
             raise InvalidInput(f"k: must be between 1 and 50 (got {k})")
         asked, query = query, spell_out(query)  # jargon spelled out: "z1 z2 z3" reads as "ZeRO stage 1, 2, 3"
-        vector = self._embedder.embed_query(query)
+        vector = self.embedder.embed_query(query)
         depth = min(len(chunks), max(4 * k, 20))
         similarities = index.vectors @ vector
         top = np.argsort(-similarities, kind="stable")[:depth]
