@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from datetime import datetime
 
@@ -10,10 +11,12 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
 
 from mentor.db import make_engine
+from mentor.signals.queries import erase_learner
 from mentor.signals.schema import migrate, schema_behind
-from mentor.signals.tables import QuestionRow
-from mentor.signals.writer import SignalWriter, Spool
+from mentor.signals.tables import LearnerRow, QuestionRow
+from mentor.signals.writer import SignalWriter, Spool, write_records
 
+from .test_signals import db_url  # noqa: F401 - the fixture
 from .test_signals_poison import GOOD, spool_of
 
 
@@ -138,3 +141,42 @@ def test_a_replica_waits_for_the_schema_job_instead_of_migrating(tmp_path, runti
         assert wait_for(lambda: stored_ids(engine) == set(asked), timeout_s=30)
     finally:
         writer.stop()
+
+
+def test_an_erasure_on_another_replica_waits_for_a_write_under_way_then_deletes_its_rows(
+    db_url,  # noqa: F811 - the fixture: a SQLite file or a fresh PostgreSQL schema
+    tmp_path,
+    runtime,
+) -> None:
+    lines, asked = spool_of(runtime, tmp_path, GOOD[:2])
+    engine = make_engine(db_url)
+    migrate(engine)
+    write_records(engine, lines[:1])  # the learner has an earlier question on record
+    erased = lines[0]["learner_id"]
+    later = lines[1] | {"learner_id": erased, "conversation_id": lines[0]["conversation_id"]}
+    erasure: dict[str, object] = {}
+
+    def erase() -> None:
+        try:
+            erasure["questions"] = erase_learner(engine, erased)
+        except Exception as exc:  # the failure the test is about: reported, not swallowed by the thread
+            erasure["error"] = exc
+
+    def checked_before_the_tombstone(records):
+        # The writer's erasure check found none; the erasure starts on another replica right after it.
+        thread = threading.Thread(target=erase)
+        thread.start()
+        thread.join(0.5)
+        erasure["waited"] = thread.is_alive()
+        erasure["thread"] = thread
+        return records
+
+    write_records(engine, [later], keep=checked_before_the_tombstone)
+    erasure["thread"].join(30)
+    assert "error" not in erasure, erasure.get("error")
+    assert erasure["waited"], "the erasure ran while a write of the same learner was under way"
+    assert erasure["questions"] == 2  # the earlier question and the one written meanwhile
+    with Session(engine) as session:
+        assert session.exec(select(QuestionRow.id).where(QuestionRow.learner_id == erased)).all() == []
+        assert session.exec(select(LearnerRow.id).where(LearnerRow.id == erased)).all() == []
+    engine.dispose()

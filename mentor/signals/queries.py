@@ -14,6 +14,7 @@ from sqlmodel import Session
 
 from mentor.db import forget_deleted
 from mentor.errors import InvalidInput
+from mentor.signals.locks import lock_learners
 from mentor.signals.tables import (
     ConversationRow,
     FeedbackRow,
@@ -181,8 +182,13 @@ def question_owner(engine: Engine, question_id: str) -> str | None:
 
 
 def erase_learner(engine: Engine, learner_key: str) -> int:
-    """Delete every row of one learner (questions and their children, conversations, feedback); return questions."""
+    """Delete every row of one learner (questions and their children, conversations, feedback); return questions.
+
+    Under the learner's lock, so a signal writer on any replica either committed before (and its rows are
+    deleted here) or checks the tombstone, set before this runs, after (and writes nothing).
+    """
     with Session(engine) as session:
+        lock_learners(session.connection(), [learner_key])
         ids = list(session.exec(select(QuestionRow.id).where(QuestionRow.learner_id == learner_key)).scalars())
         _delete_questions(session, ids)
         session.exec(delete(FeedbackRow).where(FeedbackRow.learner_id == learner_key))

@@ -14,7 +14,8 @@ refusal sends one to the rejected file.
 Each process has a spool of its own, locked (flock) while it lives. Replicas may share the spool directory:
 a spool whose lock is free belongs to a process that died, and the next writer to find it (at start, then
 every ADOPT_EVERY_S) writes its records and removes it. Records of a learner erased after they were made are
-dropped on the way in, whichever replica's spool held them.
+dropped on the way in, whichever replica's spool held them; the check runs under the learner's lock (`locks`), so
+an erasure on another replica never interleaves with a write.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from mentor.errors import ConfigError
 from mentor.privacy import create_private
 from mentor.record import AnsweredQuestion
+from mentor.signals.locks import lock_learners
 from mentor.signals.records import Feedback, feedback_record, question_record
 from mentor.signals.schema import migrate, schema_behind
 from mentor.signals.tables import (
@@ -275,11 +277,10 @@ class SignalWriter:
         if not self._migrated:
             self._ensure_schema()
             self._migrated = True
-        records = self._without_erased(records)
         for start in range(0, len(records), self._batch_size):
             batch = records[start : start + self._batch_size]
             try:
-                write_records(self._engine, batch)
+                write_records(self._engine, batch, keep=self._without_erased)
             except Exception as exc:
                 if retryable(exc):
                     raise
@@ -326,7 +327,7 @@ class SignalWriter:
             # checks see its rows; a record refused twice is refused for what it holds.
             for attempt in (1, 2):
                 try:
-                    write_records(self._engine, [record])
+                    write_records(self._engine, [record], keep=self._without_erased)
                 except Exception as exc:
                     if retryable(exc):
                         raise  # the rest waits in the spool; replaying what was written here is a no-op
@@ -349,12 +350,27 @@ def _why(exc: Exception) -> str:
     return f"{type(exc).__name__}: {reason[0][:200] if reason else ''}"
 
 
-def write_records(engine: Engine, records: list[dict[str, Any]]) -> None:
+Keep = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+
+
+def write_records(engine: Engine, records: list[dict[str, Any]], keep: Keep | None = None) -> None:
     """Insert records in one transaction, skipping any row that already exists (replays are idempotent).
 
+    The transaction first takes the lock of every learner in it, then asks `keep` which records to write
+    (the erasure check must see any erasure that committed before the lock was granted; see `locks`).
     Core bulk inserts, parent tables first (learners, conversations, questions, then their children):
     this runs beside the request path, so every millisecond of Python here is one a learner may wait for.
     """
+    if not records:
+        return
+    with engine.begin() as connection:
+        lock_learners(connection, {r["learner_id"] for r in records})
+        if keep is not None:
+            records = keep(records)
+        _insert(connection, records)
+
+
+def _insert(connection: Connection, records: list[dict[str, Any]]) -> None:
     questions: dict[str, dict[str, Any]] = {}
     feedback: dict[str, dict[str, Any]] = {}
     for record in records:  # a replayed spool may hold a record twice
@@ -362,47 +378,46 @@ def write_records(engine: Engine, records: list[dict[str, Any]]) -> None:
             questions.setdefault(record["question_id"], record)
         else:
             feedback.setdefault(record["id"], record)
-    with engine.begin() as connection:
-        seen: dict[str, datetime] = {}
-        for record in records:
-            at = datetime.fromisoformat(record["created_at"])
-            seen[record["learner_id"]] = max(seen.get(record["learner_id"], at), at)
-        known = _existing(connection, LearnerRow.id, set(seen))
-        if new_learners := [{"id": k, "first_seen": at, "last_seen": at} for k, at in seen.items() if k not in known]:
-            connection.execute(insert(LearnerRow), new_learners)
-        if old_learners := [{"key": k, "at": at} for k, at in seen.items() if k in known]:
-            connection.execute(
-                update(LearnerRow).where(LearnerRow.id == bindparam("key")).values(last_seen=bindparam("at")),
-                old_learners,
-            )
-        known = _existing(connection, QuestionRow.id, set(questions))
-        fresh = [r for key, r in questions.items() if key not in known]
-        conversations = {r["conversation_id"]: r for r in reversed(fresh)}
-        known = _existing(connection, ConversationRow.id, set(conversations))
-        if new_conversations := [
-            {
-                "id": cid,
-                "learner_id": r["learner_id"],
-                "module_id": r["module_id"],
-                "started_at": datetime.fromisoformat(r["created_at"]),
-            }
-            for cid, r in conversations.items()
-            if cid not in known
-        ]:
-            connection.execute(insert(ConversationRow), new_conversations)
-        if fresh:
-            connection.execute(insert(QuestionRow), [question_values(r) for r in fresh])
-            if passages := [p | {"question_id": r["question_id"]} for r in fresh for p in r["passages"]]:
-                connection.execute(insert(PassageRow), passages)
-            if calls := [c | {"question_id": r["question_id"]} for r in fresh for c in r["tool_calls"]]:
-                connection.execute(insert(ToolCallRow), calls)
-        known = _existing(connection, FeedbackRow.id, set(feedback))
-        if new_feedback := [
-            {k: v for k, v in r.items() if k != "type"} | {"created_at": datetime.fromisoformat(r["created_at"])}
-            for key, r in feedback.items()
-            if key not in known
-        ]:
-            connection.execute(insert(FeedbackRow), new_feedback)
+    seen: dict[str, datetime] = {}
+    for record in records:
+        at = datetime.fromisoformat(record["created_at"])
+        seen[record["learner_id"]] = max(seen.get(record["learner_id"], at), at)
+    known = _existing(connection, LearnerRow.id, set(seen))
+    if new_learners := [{"id": k, "first_seen": at, "last_seen": at} for k, at in seen.items() if k not in known]:
+        connection.execute(insert(LearnerRow), new_learners)
+    if old_learners := [{"key": k, "at": at} for k, at in seen.items() if k in known]:
+        connection.execute(
+            update(LearnerRow).where(LearnerRow.id == bindparam("key")).values(last_seen=bindparam("at")),
+            old_learners,
+        )
+    known = _existing(connection, QuestionRow.id, set(questions))
+    fresh = [r for key, r in questions.items() if key not in known]
+    conversations = {r["conversation_id"]: r for r in reversed(fresh)}
+    known = _existing(connection, ConversationRow.id, set(conversations))
+    if new_conversations := [
+        {
+            "id": cid,
+            "learner_id": r["learner_id"],
+            "module_id": r["module_id"],
+            "started_at": datetime.fromisoformat(r["created_at"]),
+        }
+        for cid, r in conversations.items()
+        if cid not in known
+    ]:
+        connection.execute(insert(ConversationRow), new_conversations)
+    if fresh:
+        connection.execute(insert(QuestionRow), [question_values(r) for r in fresh])
+        if passages := [p | {"question_id": r["question_id"]} for r in fresh for p in r["passages"]]:
+            connection.execute(insert(PassageRow), passages)
+        if calls := [c | {"question_id": r["question_id"]} for r in fresh for c in r["tool_calls"]]:
+            connection.execute(insert(ToolCallRow), calls)
+    known = _existing(connection, FeedbackRow.id, set(feedback))
+    if new_feedback := [
+        {k: v for k, v in r.items() if k != "type"} | {"created_at": datetime.fromisoformat(r["created_at"])}
+        for key, r in feedback.items()
+        if key not in known
+    ]:
+        connection.execute(insert(FeedbackRow), new_feedback)
 
 
 def _existing(connection: Connection, column: Any, ids: set[str]) -> set[str]:
