@@ -13,6 +13,10 @@ STYLES: tuple[str, ...] = ("explain", "hint", "brief")
 # How much of a question the module answers: all of it, some of it (the answer says which part it lacks), none.
 Coverage = Literal["full", "partial", "none"]
 COVERAGES: tuple[str, ...] = ("full", "partial", "none")
+# The surface a question came through, logged with it so analysts can tell an eval harness speaking the OpenAI API
+# from the "Ask the mentor" box: POST /v1/chat, /v1/chat/stream, /v1/chat/completions, `mentor ask`, a replay.
+Channel = Literal["chat", "stream", "openai", "cli", "replay"]
+CHANNELS: tuple[str, ...] = ("chat", "stream", "openai", "cli", "replay")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +28,11 @@ class ChatInput:
     conversation_id: str | None = None
     learner_id: str | None = None
     style: str = "explain"
-    client: str = "local"
+    client: str = "local"  # who to rate-limit when anonymous (an address): never logged
+    channel: str = "chat"  # a Channel: logged with the question
+    # A conversation the client holds (the OpenAI facade resends every earlier turn): read instead of a stored
+    # one. None: the conversation is the server's (`conversation_id`, or a new one).
+    history: tuple[Turn, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

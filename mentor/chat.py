@@ -1,7 +1,7 @@
 """One question, start to finish, as the steps of answering:
 
 1. `prepare`: validate, resolve the module, count the question against the learner's rate limit, open the
-   conversation (4xx errors are raised here, before anything streams);
+   conversation, or take the one the client holds (4xx errors are raised here, before anything streams);
 2. `events`: resolve the query (`mentor.query`), retrieve, plan calculators, answer with the LLM engine or the
    extractive one (or redirect when the module does not cover it, `mentor.framing`), check grounding
    (`mentor.citations`), remember the turn, hand the `AnsweredQuestion` to the sink it was given.
@@ -13,11 +13,14 @@ eight 3,990-digit questions held /healthz for 5.2 s.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 import re
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,7 +28,13 @@ from mentor.answer import STYLES, Answer, ChatInput, Question, ToolCall, Turn
 from mentor.catalog import Catalog
 from mentor.chat_model import TextDelta
 from mentor.citations import ground
-from mentor.conversations import Conversation, ConversationStore, RateLimiter
+from mentor.conversations import (
+    MAX_CONVERSATION_BYTES,
+    Conversation,
+    ConversationStore,
+    RateLimiter,
+    turn_bytes,
+)
 from mentor.corpus import Module
 from mentor.engines.extractive import ExtractiveEngine, missing_names
 from mentor.engines.llm import LLMEngine
@@ -36,7 +45,7 @@ from mentor.framing import PARTIAL_OPENING, redirect
 from mentor.grounding import Grounding
 from mentor.privacy import pseudonym
 from mentor.query import clean_question, resolve_query
-from mentor.record import AnsweredQuestion, SignalSink
+from mentor.record import ABANDONED, AnsweredQuestion, SignalSink
 from mentor.retrieve import Retrieval, Retriever
 from mentor.text import MAX_MESSAGE_CHARS
 
@@ -45,6 +54,7 @@ PIECE = re.compile(r"\S+\s*")
 # Start-up runs one question through every stage (ChatService.warm); a calculation reaches the planner and tools.
 WARM_QUESTION = "how much memory does a 7B model need with ZeRO stage 3 on 8 GPUs, and why?"
 WARM_MODULES = 20  # units embedded at start for this many modules; later ones are embedded on first use
+UNCHECKED = Grounding(grounded=False, unsupported_sentences=[], untraced_numbers=[])  # an answer cut short
 
 __all__ = ["ChatInput", "ChatService", "Prepared"]
 
@@ -118,9 +128,14 @@ class ChatService:
         learner_key = self.learner_key(request.learner_id)
         # Anonymous askers are limited by address, which is kept as a pseudonym too (it may go to Redis).
         await self.limiter.hit(learner_key if request.learner_id else self.learner_key(f"client:{request.client}"))
-        conversation = await self.conversations.open(
-            request.conversation_id, learner_key=learner_key, module_id=module.id
-        )
+        if request.history is None:
+            conversation = await self.conversations.open(
+                request.conversation_id, learner_key=learner_key, module_id=module.id
+            )
+        else:
+            conversation = held_conversation(
+                request.history, request.message, learner_key=learner_key, module_id=module.id, key=self._key
+            )
         return Prepared(request, catalog, module, conversation, learner_key, uuid.uuid4().hex, started)
 
     async def ask(self, request: ChatInput) -> AnsweredQuestion:
@@ -134,41 +149,84 @@ class ChatService:
     async def events(self, prepared: Prepared, *, stream: bool = True) -> AsyncIterator[tuple[str, Any]]:
         """Yield ("meta", ids), ("delta", text), ("tool_call", call) ..., then ("done", AnsweredQuestion).
 
-        With `stream=False` (a caller that only wants the result) the LLM is asked without streaming.
+        With `stream=False` (a caller that only wants the result) the LLM is asked without streaming. Closed or
+        cancelled before "done" (the client left), it stops answering and still logs the question, as abandoned.
         """
         module, conversation = prepared.module, prepared.conversation
-        yield "meta", {"question_id": prepared.question_id, "conversation_id": conversation.id, "module_id": module.id}
         message = prepared.input.message.strip()
         history = tuple(conversation.turns)
-        reading = await asyncio.to_thread(self.read, message, history, module.id, prepared.catalog.retriever)
-        question = asked(prepared.catalog, module, reading, message, prepared.input.style, history)
-        answer = None
-        async for kind, payload in self._answer(module, question, reading, stream=stream):
-            if kind == "answer":
-                answer = payload
-            else:
-                yield kind, payload
-        assert answer is not None
-        grounding = await asyncio.to_thread(ground, answer, question)
-        answered = AnsweredQuestion(
+        reading: Reading | None = None
+        shown: list[str] = []  # what the client was sent, should it leave before the end
+        calls: list[ToolCall] = []
+        try:
+            ids = {"question_id": prepared.question_id, "conversation_id": conversation.id, "module_id": module.id}
+            yield "meta", ids
+            reading = await asyncio.to_thread(self.read, message, history, module.id, prepared.catalog.retriever)
+            question = asked(prepared.catalog, module, reading, message, prepared.input.style, history)
+            answer = None
+            async with aclosing(self._answer(module, question, reading, stream=stream)) as answering:
+                async for kind, payload in answering:
+                    if kind == "answer":
+                        answer = payload
+                        continue
+                    if kind == "delta":
+                        shown.append(payload)
+                    elif kind == "tool_call":
+                        calls.append(payload)
+                    yield kind, payload
+            assert answer is not None
+            grounding = await asyncio.to_thread(ground, answer, question)
+        except (GeneratorExit, asyncio.CancelledError):
+            # The client left (its stream was closed, or its request cancelled): the work stops here, and the
+            # question is still logged, with what it was shown (only what can be done without awaiting).
+            abandoned = self._abandoned(reading, "".join(shown), calls)
+            self._log(self._answered(prepared, message, reading, abandoned, UNCHECKED))
+            raise
+        answered = self._answered(prepared, message, reading, answer, grounding)
+        self._log(answered)  # before remembering the turn: a client leaving now cannot lose the signal
+        await self._remember(prepared, Turn(message, answer.text))
+        yield "done", answered
+
+    def _answered(
+        self, prepared: Prepared, message: str, reading: Reading | None, answer: Answer, grounding: Grounding
+    ) -> AnsweredQuestion:
+        """The record of the question (`reading` is None when the client left before retrieval ended)."""
+        return AnsweredQuestion(
             question_id=prepared.question_id,
-            conversation_id=conversation.id,
+            conversation_id=prepared.conversation.id,
             learner_key=prepared.learner_key,
-            module_id=module.id,
-            module_version=module.version,
+            module_id=prepared.module.id,
+            module_version=prepared.module.version,
             question=message,
-            retrieval_query=reading.query,
+            retrieval_query=reading.query if reading else message,
             style=prepared.input.style,
             answer=answer,
             grounding=grounding,
-            passages=tuple(reading.retrieval.passages),
-            relevance=float(reading.retrieval.relevance),
+            passages=tuple(reading.retrieval.passages) if reading else (),
+            relevance=float(reading.retrieval.relevance) if reading else 0.0,
             latency_ms=(time.perf_counter() - prepared.started) * 1000,
             client=prepared.input.client,
+            channel=prepared.input.channel,
         )
-        await self._remember(prepared, Turn(message, answer.text))
-        self._log(answered)
-        yield "done", answered
+
+    def _abandoned(self, reading: Reading | None, text: str, calls: list[ToolCall]) -> Answer:
+        """The answer a client left: the text and calculator calls it was sent, by the engine that was answering."""
+        by_llm = self.llm is not None and (reading is None or reading.answerable)
+        engine, model, version = (
+            ("llm", self.llm.model_name, self.llm.prompt_version) if by_llm and self.llm else ("extractive", None, None)
+        )
+        return Answer(
+            text=text,
+            citations=[],
+            tool_calls=list(calls),
+            out_of_scope=False,
+            engine=engine,
+            model=model,
+            prompt_version=version,
+            passages=list(reading.retrieval.passages) if reading else [],
+            fallback_reason=ABANDONED,
+            coverage=None,  # type: ignore[arg-type]  # not measured: stored as NULL, like rows older than coverage
+        )
 
     def read(
         self, message: str, history: tuple[Turn, ...], module_id: str, retriever: Retriever | None = None
@@ -187,8 +245,9 @@ class ChatService:
     ) -> AsyncIterator[tuple[str, Any]]:
         """The answer's events, then ("answer", Answer): a redirect, the LLM's answer, or the extractive one."""
         if self.llm is not None and reading.answerable:
-            async for event in self._answer_with_llm(module, question, reading, stream=stream):
-                yield event
+            async with aclosing(self._answer_with_llm(module, question, reading, stream=stream)) as events:
+                async for event in events:
+                    yield event
             return
         answer = await asyncio.to_thread(self._extract, question, reading) if reading.answerable else None
         if answer is None or answer.out_of_scope:  # the engine, too, may find the module lacks the question's subject
@@ -215,14 +274,16 @@ class ChatService:
         for _attempt in range(2):
             answer = None
             try:
-                async for event in self.llm.run(question, feedback=feedback, stream=stream and feedback is None):
-                    if isinstance(event, TextDelta):
-                        if feedback is None:
-                            yield "delta", event.text
-                    elif isinstance(event, ToolCall):
-                        yield "tool_call", event
-                    else:
-                        answer = event
+                run = self.llm.run(question, feedback=feedback, stream=stream and feedback is None)
+                async with aclosing(run) as events:  # closed at once if the client leaves: the model stops too
+                    async for event in events:
+                        if isinstance(event, TextDelta):
+                            if feedback is None:
+                                yield "delta", event.text
+                        elif isinstance(event, ToolCall):
+                            yield "tool_call", event
+                        else:
+                            answer = event
             except UpstreamError as exc:
                 log.warning("LLM failed (%s): falling back to the extractive engine", exc.reason)
                 reason = exc.reason
@@ -252,7 +313,8 @@ class ChatService:
         return replace(redirect(module, injection=injection), engine=engine, model=model, prompt_version=version)
 
     async def _remember(self, prepared: Prepared, turn: Turn) -> None:
-        await self.conversations.append(prepared.conversation, turn)
+        if prepared.input.history is None:  # a client-held conversation comes back whole with the next question
+            await self.conversations.append(prepared.conversation, turn)
         await self.conversations.remember_asker(prepared.question_id, prepared.learner_key)
 
     def _log(self, answered: AnsweredQuestion) -> None:
@@ -311,6 +373,26 @@ def asked(
     )
 
 
+def held_conversation(
+    history: tuple[Turn, ...], message: str, *, learner_key: str, module_id: str, key: bytes
+) -> Conversation:
+    """The conversation a client holds, as the readers of a stored one see it; never stored.
+
+    Its id is keyed on the learner, the module and the thread's first question, so every turn of one thread is
+    one conversation in the signals log, as with a stored conversation (two threads one learner opens with the
+    same question are logged as one). It is kept within a stored conversation's bounds: the latest 20 turns that
+    fit in 16 KB, and always the latest.
+    """
+    first = history[0].question if history else message
+    material = "\x00".join(("client-held", learner_key, module_id, first)).encode("utf-8", "surrogatepass")
+    conversation = Conversation(hmac.new(key, material, hashlib.sha256).hexdigest()[:32], learner_key, module_id)
+    conversation.turns.extend(history)  # the deque keeps the latest MAX_TURNS
+    size = sum(turn_bytes(turn) for turn in conversation.turns)
+    while len(conversation.turns) > 1 and size > MAX_CONVERSATION_BYTES:
+        size -= turn_bytes(conversation.turns.popleft())
+    return conversation
+
+
 def describe_problems(grounding: Grounding) -> str:
     """What the grounding check found, as the sentence the LLM is asked to fix."""
     problems = [f"unsupported: {s!r}" for s in grounding.unsupported_sentences]
@@ -321,6 +403,8 @@ def describe_problems(grounding: Grounding) -> str:
 def validate(request: ChatInput) -> None:
     """Raise InvalidInput for a message or style the chat cannot take."""
     message = request.message
+    if request.history is not None and request.conversation_id is not None:
+        raise InvalidInput("conversation_id: not with a client-held history; send one or the other")
     if not isinstance(message, str) or not message.strip():
         raise InvalidInput("message: must contain some text")
     if len(message) > MAX_MESSAGE_CHARS:

@@ -102,20 +102,21 @@ class OpenAIChatModel:
                 stream=True,
                 stream_options={"include_usage": True},
             )
-            async for chunk in stream:
-                if chunk.usage is not None:
-                    usage = chunk.usage
-                for choice in chunk.choices:
-                    delta = choice.delta
-                    if delta.content:
-                        content.append(delta.content)
-                        yield TextDelta(delta.content)
-                    for piece in delta.tool_calls or ():
-                        call = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
-                        call["id"] = piece.id or call["id"]
-                        if piece.function is not None:
-                            call["name"] += piece.function.name or ""
-                            call["arguments"] += piece.function.arguments or ""
+            async with stream:  # closes the HTTP response however this ends (a learner who left included)
+                async for chunk in stream:
+                    if chunk.usage is not None:
+                        usage = chunk.usage
+                    for choice in chunk.choices:
+                        delta = choice.delta
+                        if delta.content:
+                            content.append(delta.content)
+                            yield TextDelta(delta.content)
+                        for piece in delta.tool_calls or ():
+                            call = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
+                            call["id"] = piece.id or call["id"]
+                            if piece.function is not None:
+                                call["name"] += piece.function.name or ""
+                                call["arguments"] += piece.function.arguments or ""
         except (openai.APIError, ValueError) as exc:
             raise upstream_error(exc) from exc
         yield Completion(

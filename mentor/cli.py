@@ -1,29 +1,83 @@
-"""The `mentor` command line: the same code the service runs, in-process."""
+"""The `mentor` command line: the same code the service runs, in-process.
+
+Start-up stays light: this module imports only typer and mentor's error tree, and each command imports what it
+needs when it runs, so `mentor --help`, `calc`, `signals`, `token` and `eval export --from-report` never load torch
+(tests/test_cli_imports.py checks it). Options are checked while the command line is parsed, before anything
+heavy loads. Progress bars go to stderr, and only when it is a terminal: stdout carries results (`--json`).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
 
 from mentor.errors import MentorError
 
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from mentor.settings import Settings
+
+# Plain help (rich_markup_mode=None): flags without a `<bool>` type column, no box drawing, and rich is not imported
+# for --help. Each sub-app says it too: the setting is per Typer instance. Lines up to 120 columns where the terminal
+# has them (click's default stops at 80 and cuts the command summaries short).
+PLAIN_HELP: dict[str, Any] = {"rich_markup_mode": None, "add_completion": False, "pretty_exceptions_enable": False}
 app = typer.Typer(
     help="mentor: answers learners' questions grounded in the study module they are reading.\n\n"
     "Every setting is read from MENTOR_* environment variables (see README); options override them.",
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+    context_settings={"max_content_width": 120},
+    **PLAIN_HELP,
 )
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Choices written out here, so that parsing them imports nothing; tests/test_cli_imports.py checks each against its
+# owner (mentor.answer.STYLES, mentor.evaluate.golden.SPLITS, mentor.evaluate.export.EXPORT_FORMATS,
+# mentor.signals.exports.FORMATS).
+STYLES = ("explain", "hint", "brief")
+SPLITS = ("dev", "heldout", "all")
+EVAL_FORMATS = ("ragas", "ragas-multiturn", "deepeval")
+SIGNAL_FORMATS = ("csv", "jsonl", "xapi")
+BUCKETS = ("day", "week")
+
+
+def choice(*values: str) -> Callable[[str], str]:
+    """A parser that takes one of `values`; anything else is a usage error (exit 2) before the command runs."""
+
+    def parse(value: str) -> str:
+        if value not in values:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(values)}")
+        return value
+
+    return parse
+
+
+def show_version(value: bool) -> None:
+    if value:
+        from mentor import __version__
+
+        typer.echo(f"mentor {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=show_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    # The group's own options; its help is the app's.
+    pass
 
 
 def handle_errors(fn: F) -> F:
@@ -45,21 +99,60 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def make_settings(**overrides: Any):  # noqa: ANN201 - avoids importing pydantic-settings for --help
+def make_settings(**overrides: Any) -> Settings:
     """Settings from the environment, with command-line overrides that were given."""
+    from mentor.logs import configure_logging
     from mentor.settings import Settings
 
     settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    configure_logging(settings)
     for noisy in ("bm25s", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     return settings
 
 
-ModuleOpt = Annotated[str | None, typer.Option("--module", help="Module id (optional with one module).")]
-CorpusOpt = Annotated[Path | None, typer.Option("--corpus", help="Directory of module Markdown files.")]
+@contextlib.contextmanager
+def progress_bar(settings: Settings) -> Iterator[Progress]:
+    """A rich progress display on stderr (stdout is for results), drawn only when stderr is a terminal and the log
+    format is plain: with MENTOR_LOG_FORMAT=json every line on stderr is a JSON object."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    columns += (TimeElapsedColumn(),)
+    drawn = console.is_terminal and settings.log_format == "plain"
+    with Progress(*columns, console=console, disable=not drawn) as progress:
+        # While the bar is live, rich puts a stand-in on sys.stderr that prints above the bar; log handlers opened on
+        # the real stderr are pointed at it, or their lines would be drawn through the bar.
+        real = getattr(sys.stderr, "rich_proxied_file", None)
+        handlers = [
+            handler
+            for handler in logging.getLogger().handlers
+            if real is not None and isinstance(handler, logging.StreamHandler) and handler.stream is real
+        ]
+        for handler in handlers:
+            handler.setStream(sys.stderr)
+        try:
+            yield progress
+        finally:
+            for handler in handlers:
+                handler.setStream(real)
+
+
+@contextlib.contextmanager
+def embedding_progress(settings: Settings) -> Iterator[dict[str, Callable[[int], None]]]:
+    """`on_plan` and `progress` callbacks for an index sync: a bar of chunks to embed, shown only when there are any."""
+    with progress_bar(settings) as bar:
+        task = bar.add_task("embedding chunks", total=None, visible=False)
+        yield {
+            "on_plan": lambda n: bar.update(task, total=n, visible=n > 0),
+            "progress": lambda n: bar.advance(task, n),
+        }
+
+
+ModuleOpt = Annotated[str | None, typer.Option("--module", metavar="ID", help="Module id (optional with one module).")]
+CorpusOpt = Annotated[Path | None, typer.Option("--corpus", metavar="DIR", help="Directory of module Markdown files.")]
 
 
 @app.command()
@@ -69,27 +162,22 @@ def ingest(corpus: CorpusOpt = None) -> None:
 
     The one-off job of a deployment with replicas: they serve the published modules within MENTOR_RELOAD_INTERVAL_S.
     """
-    from rich.progress import Progress
-
     from mentor.runtime import ingest_corpus
 
     settings = make_settings(corpus_dir=corpus)
-    with Progress(transient=False) as bar:
-        task = bar.add_task("embedding chunks", total=None, visible=False)
-        catalog, report = ingest_corpus(
-            settings,
-            on_plan=lambda n: bar.update(task, total=n, visible=n > 0),
-            progress=lambda n: bar.advance(task, n),
-        )
+    with embedding_progress(settings) as hooks:
+        catalog, report = ingest_corpus(settings, **hooks)
     typer.echo(f"{catalog.describe()}: {report}")
 
 
 @app.command()
 @handle_errors
 def search(
-    query: Annotated[str, typer.Argument(help="The question or keywords to search for.")],
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="The question or keywords to search for.")],
     module: ModuleOpt = None,
-    k: Annotated[int | None, typer.Option("--k", help="Passages to return (1-50); default MENTOR_TOP_K.")] = None,
+    k: Annotated[
+        int | None, typer.Option("--k", metavar="N", help="Passages to return (1-50); default MENTOR_TOP_K.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of passages.")] = False,
     corpus: CorpusOpt = None,
 ) -> None:
@@ -123,10 +211,12 @@ def search(
 @app.command()
 @handle_errors
 def calibrate(
-    labelled: Annotated[Path, typer.Option("--set", help="JSON lines of {module_id, q, in_scope}.")] = Path(
-        "eval/calibration/scope.jsonl"
-    ),
-    module: Annotated[str | None, typer.Option("--module", help="Module the questions are about.")] = None,
+    labelled: Annotated[
+        Path, typer.Option("--set", metavar="FILE", help="JSON lines of {module_id, q, in_scope}.")
+    ] = Path("eval/calibration/scope.jsonl"),
+    module: Annotated[
+        str | None, typer.Option("--module", metavar="ID", help="Module the questions are about.")
+    ] = None,
 ) -> None:
     """Fit the scope weights and threshold on labelled questions and print the settings to use."""
     from mentor.calibrate import calibrate_scope
@@ -150,21 +240,39 @@ def calibrate(
 @app.command()
 @handle_errors
 def ask(
-    question: Annotated[str, typer.Argument(help="The learner's question.")],
+    question: Annotated[str, typer.Argument(metavar="QUESTION", help="The learner's question.")],
     module: ModuleOpt = None,
-    conversation: Annotated[str | None, typer.Option("--conversation", help="Continue this conversation.")] = None,
-    style: Annotated[str, typer.Option("--style", help="explain, hint or brief.")] = "explain",
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", metavar="ID", help="Continue this conversation.")
+    ] = None,
+    style: Annotated[
+        str, typer.Option("--style", parser=choice(*STYLES), metavar="|".join(STYLES), help="How to answer.")
+    ] = "explain",
     as_json: Annotated[bool, typer.Option("--json", help="Print the full response object.")] = False,
 ) -> None:
-    """Ask the mentor in-process, exactly as POST /v1/chat would answer."""
+    """Ask the mentor in-process, exactly as POST /v1/chat would answer; the latency shown is the answer's."""
     import asyncio
+    import time
 
     from mentor.answer import ChatInput
     from mentor.api.schemas import ChatResponse
+    from mentor.chat import validate
     from mentor.runtime import build_runtime
 
-    runtime = build_runtime(make_settings())
-    request = ChatInput(message=question, module_id=module, conversation_id=conversation, style=style, client="cli")
+    settings = make_settings()
+    request = ChatInput(
+        message=question, module_id=module, conversation_id=conversation, style=style, client="cli", channel="cli"
+    )
+    validate(request)  # an empty or oversize question fails here, before the model and the index load
+    started = time.perf_counter()
+    with progress_bar(settings) as bar:
+        bar.add_task("loading the embedding model and the index", total=None)
+        runtime = build_runtime(settings)
+        # Load the model and run every stage once, as the server does before it listens: the latency reported
+        # below is then the answer's, not the start-up's.
+        runtime.embedder.embed_query("warm up")
+        runtime.chat.warm()
+    startup_s = time.perf_counter() - started
     runtime.writer.start()  # the CLI's questions are learning signals too
     try:
         result = asyncio.run(runtime.chat.ask(request))
@@ -179,16 +287,18 @@ def ask(
         typer.echo(f"  [{citation['n']}] {citation['section_title']} ({citation['section_id']})")
     verdict = "grounded" if response["grounding"]["grounded"] else "NOT grounded"
     typer.echo(
-        f"-- {response['engine']}, {verdict}, {response['latency_ms']:.0f} ms, "
-        f"conversation {response['conversation_id']}"
+        f"-- {response['engine']}, {verdict}, answered in {response['latency_ms']:.0f} ms "
+        f"(start-up {startup_s:.1f} s), conversation {response['conversation_id']}"
     )
 
 
 @app.command()
 @handle_errors
 def calc(
-    name: Annotated[str | None, typer.Argument(help="Calculator name (see --list).")] = None,
-    args: Annotated[str, typer.Option("--args", help='Arguments as a JSON object, e.g. \'{"params": "7B"}\'.')] = "{}",
+    name: Annotated[str | None, typer.Argument(metavar="NAME", help="Calculator name (see --list).")] = None,
+    args: Annotated[
+        str, typer.Option("--args", metavar="JSON", help='Arguments as a JSON object, e.g. \'{"params": "7B"}\'.')
+    ] = "{}",
     list_all: Annotated[bool, typer.Option("--list", help="List the calculators and their descriptions.")] = False,
 ) -> None:
     """Run an exact calculator (the same registry the chat's LLM and the HTTP API use); prints JSON."""
@@ -209,11 +319,15 @@ def calc(
 @app.command()
 @handle_errors
 def serve(
-    host: Annotated[str | None, typer.Option(help="Address to bind (default MENTOR_HOST or 127.0.0.1).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (default MENTOR_PORT or 8000).")] = None,
+    host: Annotated[
+        str | None, typer.Option(metavar="ADDRESS", help="Address to bind (default MENTOR_HOST or 127.0.0.1).")
+    ] = None,
+    port: Annotated[int | None, typer.Option(metavar="PORT", help="Port (default MENTOR_PORT or 8000).")] = None,
     workers: Annotated[
         int,
-        typer.Option(min=1, max=64, help="Worker processes on this port; more than 1 needs MENTOR_REDIS_URL."),
+        typer.Option(
+            min=1, max=64, metavar="N", help="Worker processes on this port; more than 1 needs MENTOR_REDIS_URL."
+        ),
     ] = 1,
 ) -> None:
     """Run the HTTP service (uvicorn). An embedded index is brought up to date with the corpus on start; a shared
@@ -222,6 +336,7 @@ def serve(
 
     from mentor.api import create_app
     from mentor.logs import uvicorn_log_config
+    from mentor.metrics import metrics_for_workers
     from mentor.runtime import build_runtime, prepare_for_workers
 
     settings = make_settings(host=host, port=port)
@@ -238,17 +353,19 @@ def serve(
         # The one-off jobs run here, once; each worker then builds its own runtime without syncing anything.
         prepare_for_workers(settings, workers)
         os.environ["MENTOR_SYNC_ON_START"] = "false"  # what the workers' settings read
-        uvicorn.run(
-            "mentor.api.app:create_app_from_environment",
-            factory=True,
-            workers=workers,
-            log_config=uvicorn_log_config(create_app(settings)),  # the app's routes; no runtime is built
-            **server,
-        )
+        with metrics_for_workers():  # a Prometheus directory the workers share, removed when they stop
+            uvicorn.run(
+                "mentor.api.app:create_app_from_environment",
+                factory=True,
+                workers=workers,
+                log_config=uvicorn_log_config(create_app(settings)),  # the app's routes; no runtime is built
+                **server,
+            )
         return
     # Built before the server starts: a start-up failure (Chroma still away after its wait) ends as one line and
     # a non-zero exit here, not as a traceback from uvicorn's lifespan, and the port opens only once it can answer.
-    runtime = build_runtime(settings)
+    with embedding_progress(settings) as hooks:  # a first start embeds the whole corpus
+        runtime = build_runtime(settings, **hooks)
     app = create_app(settings, runtime=runtime)
     try:
         uvicorn.run(app, log_config=uvicorn_log_config(app), **server)  # access log: route templates, no queries
@@ -259,8 +376,10 @@ def serve(
 @app.command()
 @handle_errors
 def token(
-    learner_id: Annotated[str, typer.Argument(help="The platform's learner id: the token's sub.")],
-    ttl: Annotated[str, typer.Option("--ttl", help="Lifetime: 30m, 1h, 7d or 2w.")] = "1h",
+    learner_id: Annotated[
+        str, typer.Argument(metavar="LEARNER_ID", help="The platform's learner id: the token's sub.")
+    ],
+    ttl: Annotated[str, typer.Option("--ttl", metavar="AGE", help="Lifetime: 30m, 1h, 7d or 2w.")] = "1h",
 ) -> None:
     """Print a learner token signed with MENTOR_LEARNER_TOKEN_SECRET, for tests and demos.
 
@@ -286,7 +405,7 @@ def token(
     )
 
 
-db_app = typer.Typer(help="The signals database: schema migrations (Alembic).", no_args_is_help=True)
+db_app = typer.Typer(help="The signals database: schema migrations (Alembic).", no_args_is_help=True, **PLAIN_HELP)
 app.add_typer(db_app, name="db")
 
 
@@ -309,7 +428,9 @@ def db_upgrade() -> None:
     typer.echo(behind or "signals database schema is up to date")
 
 
-signals_app = typer.Typer(help="The learning-signal log: summary, export and retention.", no_args_is_help=True)
+signals_app = typer.Typer(
+    help="The learning-signal log: summary, export and retention.", no_args_is_help=True, **PLAIN_HELP
+)
 app.add_typer(signals_app, name="signals")
 
 
@@ -346,6 +467,10 @@ def parse_age(value: str):  # noqa: ANN201
     return timedelta(**{unit: int(match.group(1))})
 
 
+OnlyModuleOpt = Annotated[str | None, typer.Option("--module", metavar="ID", help="Only this module.")]
+SinceOpt = Annotated[str | None, typer.Option("--since", metavar="WHEN", help="ISO date or age (7d).")]
+
+
 def signals_engine():  # noqa: ANN201
     """The signals database of the configured settings, migrated."""
     from mentor.db import make_engine
@@ -361,17 +486,16 @@ def signals_engine():  # noqa: ANN201
 @signals_app.command("summary")
 @handle_errors
 def signals_summary(
-    module: Annotated[str | None, typer.Option("--module", help="Only this module.")] = None,
-    since: Annotated[str | None, typer.Option("--since", help="ISO date or age (7d).")] = None,
-    bucket: Annotated[str, typer.Option("--bucket", help="day or week.")] = "day",
+    module: OnlyModuleOpt = None,
+    since: SinceOpt = None,
+    bucket: Annotated[
+        str, typer.Option("--bucket", parser=choice(*BUCKETS), metavar="|".join(BUCKETS), help="Time bucket.")
+    ] = "day",
 ) -> None:
     """Print the analyst summary as readable tables (small groups hidden, as in the API)."""
-    from mentor.errors import InvalidInput
     from mentor.signals.queries import Filters
     from mentor.signals.summary import summarize
 
-    if bucket not in ("day", "week"):
-        raise InvalidInput(f"bucket: day or week (got {bucket!r})")
     settings, engine = signals_engine()
     report = summarize(
         engine, Filters(module_id=module, since=parse_since(since)), bucket=bucket, min_cohort=settings.min_cohort
@@ -401,32 +525,36 @@ def signals_summary(
 @signals_app.command("export")
 @handle_errors
 def signals_export(
-    fmt: Annotated[str, typer.Option("--format", help="csv, jsonl or xapi.")] = "jsonl",
-    out: Annotated[Path, typer.Option("--out", help="File to write.")] = Path("signals.jsonl"),
-    module: Annotated[str | None, typer.Option("--module", help="Only this module.")] = None,
-    since: Annotated[str | None, typer.Option("--since", help="ISO date or age (7d).")] = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", parser=choice(*SIGNAL_FORMATS), metavar="|".join(SIGNAL_FORMATS), help="Record format."
+        ),
+    ] = "jsonl",
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="File to write.")] = Path("signals.jsonl"),
+    module: OnlyModuleOpt = None,
+    since: SinceOpt = None,
 ) -> None:
     """Export the logged questions as CSV, JSON lines or xAPI 1.0.3 statements."""
-    from mentor.errors import InvalidInput
-    from mentor.signals.exports import FORMATS, export_lines
+    from mentor.signals.exports import export_lines
     from mentor.signals.queries import Filters, iter_questions
 
-    if fmt not in FORMATS:
-        raise InvalidInput(f"format: one of {', '.join(FORMATS)} (got {fmt!r})")
     settings, engine = signals_engine()
     rows = iter_questions(engine, Filters(module_id=module, since=parse_since(since)))
-    written = 0
-    with open(out, "w", encoding="utf-8", newline="") as handle:
+    written = -1 if fmt == "csv" else 0  # a CSV's first piece is its header
+    with open(out, "w", encoding="utf-8", newline="") as handle, progress_bar(settings) as bar:
+        task = bar.add_task(f"writing {out}", total=None)
         for piece in export_lines(rows, fmt, home_page=settings.public_url):
             handle.write(piece)
             written += 1
-    typer.echo(f"wrote {written - (fmt == 'csv')} records to {out}")
+            bar.update(task, completed=written)
+    typer.echo(f"wrote {max(written, 0)} records to {out}")
 
 
 @signals_app.command("purge")
 @handle_errors
 def signals_purge(
-    older_than: Annotated[str, typer.Option("--older-than", help="Age like 180d, 12h or 2w.")] = "180d",
+    older_than: Annotated[str, typer.Option("--older-than", metavar="AGE", help="Age like 180d, 12h or 2w.")] = "180d",
 ) -> None:
     """Delete questions (with their passages, tool calls and feedback) older than the given age."""
     from datetime import UTC, datetime
@@ -442,15 +570,18 @@ def signals_purge(
 eval_app = typer.Typer(
     help="Run the golden set and gate on its metrics (see eval/README.md); subcommands export and replay.",
     invoke_without_command=True,
+    **PLAIN_HELP,
 )
 app.add_typer(eval_app, name="eval")
 GOLDEN = Path("eval/golden.jsonl")
-SetOpt = Annotated[Path, typer.Option("--set", help="Golden set (JSON lines).")]
-SplitOpt = Annotated[str, typer.Option("--split", help="dev, heldout or all.")]
+SetOpt = Annotated[Path, typer.Option("--set", metavar="FILE", help="Golden set (JSON lines).")]
+SplitOpt = Annotated[
+    str, typer.Option("--split", parser=choice(*SPLITS), metavar="|".join(SPLITS), help="Cases to run.")
+]
 
 
 def run_golden(golden: Path, split: str, url: str | None, token: str | None):  # noqa: ANN201
-    """Ask every case in-process (scratch data directory) or against a running server; return results."""
+    """Ask every case in-process (in a scratch data directory, removed after) or against a running server."""
     import asyncio
     import tempfile
 
@@ -459,17 +590,26 @@ def run_golden(golden: Path, split: str, url: str | None, token: str | None):  #
     from mentor.evaluate import load_golden, run_cases, run_in_process
 
     cases = load_golden(golden, split)
+    # httpx logs every request at INFO: two or three lines per case, which the progress bar replaces.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     if url:
+        settings = make_settings()  # logging, and whether a bar may be drawn
 
-        async def remote():  # noqa: ANN202
+        async def remote(advance: Callable[[Any], None]):  # noqa: ANN202
             async with httpx.AsyncClient(base_url=url.rstrip("/"), timeout=120) as client:
-                return await run_cases(cases, client=client, analyst_token=token)
+                return await run_cases(cases, client=client, analyst_token=token, on_result=advance)
 
-        return asyncio.run(remote())
+        with progress_bar(settings) as bar:
+            task = bar.add_task(f"golden set ({split}) at {url}", total=len(cases))
+            return asyncio.run(remote(lambda _result: bar.advance(task)))
     # A scratch data directory: the suite's questions must not become learning signals of real learners.
-    scratch = Path(tempfile.mkdtemp(prefix="mentor-eval-"))
-    settings = make_settings(data_dir=scratch, rate_limit_per_minute=10_000)
-    return asyncio.run(run_in_process(cases, settings, analyst_token=token))
+    with tempfile.TemporaryDirectory(prefix="mentor-eval-", ignore_cleanup_errors=True) as scratch:
+        settings = make_settings(data_dir=Path(scratch), rate_limit_per_minute=10_000)
+        with progress_bar(settings) as bar:
+            task = bar.add_task(f"golden set ({split})", total=len(cases))
+            return asyncio.run(
+                run_in_process(cases, settings, analyst_token=token, on_result=lambda _result: bar.advance(task))
+            )
 
 
 @eval_app.callback()
@@ -478,13 +618,17 @@ def evaluate(
     ctx: typer.Context,
     golden: SetOpt = GOLDEN,
     split: SplitOpt = "dev",
-    url: Annotated[str | None, typer.Option("--url", help="Evaluate a running server instead.")] = None,
-    token: Annotated[str | None, typer.Option("--token", help="Analyst token of that server (PII check).")] = None,
+    url: Annotated[str | None, typer.Option("--url", metavar="URL", help="Evaluate a running server instead.")] = None,
+    token: Annotated[
+        str | None, typer.Option("--token", metavar="TOKEN", help="Analyst token of that server (PII check).")
+    ] = None,
     check: Annotated[bool, typer.Option("--check", help="Exit 1 when a metric is below eval/thresholds.toml.")] = False,
-    thresholds: Annotated[Path, typer.Option("--thresholds", help="Bounds for --check.")] = Path(
+    thresholds: Annotated[Path, typer.Option("--thresholds", metavar="FILE", help="Bounds for --check.")] = Path(
         "eval/thresholds.toml"
     ),
-    report: Annotated[Path | None, typer.Option("--report", help="Write report.json and report.md here.")] = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", metavar="DIR", help="Write report.json and report.md here.")
+    ] = None,
 ) -> None:
     """Run the golden set in-process on the configured engine (or against --url) and print the metrics."""
     if ctx.invoked_subcommand is not None:
@@ -511,18 +655,35 @@ def evaluate(
 @eval_app.command("export")
 @handle_errors
 def eval_export(
-    fmt: Annotated[str, typer.Option("--format", help="ragas or deepeval.")] = "ragas",
-    out: Annotated[Path, typer.Option("--out", help="JSON lines file to write.")] = Path("eval-records.jsonl"),
+    fmt: Annotated[
+        str,
+        typer.Option("--format", parser=choice(*EVAL_FORMATS), metavar="|".join(EVAL_FORMATS), help="Record shape."),
+    ] = "ragas",
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="JSON lines file to write.")] = Path(
+        "eval-records.jsonl"
+    ),
     golden: SetOpt = GOLDEN,
     split: SplitOpt = "dev",
+    from_report: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-report",
+            metavar="DIR",
+            help="Export the results a `mentor eval --report DIR` run kept, instead of running the set again "
+            "(its cases, whatever --split says).",
+        ),
+    ] = None,
 ) -> None:
-    """Run the golden set and write its records with the field names RAGAS or DeepEval expect."""
-    from mentor.errors import InvalidInput
+    """Write a run's records with the field names RAGAS or DeepEval expect: the results of a report, or a new run."""
     from mentor.evaluate import export_records
 
-    if fmt not in ("ragas", "deepeval"):
-        raise InvalidInput(f"format: ragas or deepeval (got {fmt!r})")
-    records = export_records(run_golden(golden, split, None, None), fmt)
+    if from_report is not None:
+        from mentor.evaluate.report import read_results
+
+        results = read_results(from_report, golden)
+    else:
+        results = run_golden(golden, split, None, None)
+    records = export_records(results, fmt)
     with open(out, "w", encoding="utf-8") as handle:
         for record in records:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -532,9 +693,9 @@ def eval_export(
 @eval_app.command("replay")
 @handle_errors
 def eval_replay(
-    since: Annotated[str | None, typer.Option("--since", help="ISO date or age (7d).")] = None,
-    module: Annotated[str | None, typer.Option("--module", help="Only this module.")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="At most this many logged questions.")] = 500,
+    since: SinceOpt = None,
+    module: OnlyModuleOpt = None,
+    limit: Annotated[int, typer.Option("--limit", metavar="N", help="At most this many logged questions.")] = 500,
     as_json: Annotated[bool, typer.Option("--json", help="Print every change as JSON.")] = False,
 ) -> None:
     """Re-ask logged questions against the current index, prompts and engine; report what changed."""
@@ -566,16 +727,45 @@ def eval_replay(
 def bench(
     quick: Annotated[bool, typer.Option("--quick", help="Reduced run (under five minutes).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
-    out: Annotated[Path, typer.Option("--out", help="Where results.json and results.md are kept.")] = Path(
-        "eval/bench"
-    ),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="Where results.json and results.md are written (default MENTOR_DATA_DIR/bench, outside the "
+            "repository's tracked files).",
+        ),
+    ] = None,
+    no_baseline: Annotated[
+        bool,
+        typer.Option(
+            "--no-baseline", help="Leave out the LangChain baseline (its packages are the dev extra) and its ratios."
+        ),
+    ] = False,
 ) -> None:
     """Measure mentor beside a LangChain baseline against a stub LLM: throughput, overhead, TTFT, ingest, RSS."""
     from mentor.bench import render_markdown, run_bench
 
-    make_settings()  # logging, so progress shows on stderr
-    results = run_bench(quick=quick, out_dir=out)
+    settings = make_settings()  # logging: the steps are logged on stderr too
+    out_dir = out or settings.data_dir / "bench"
+    with progress_bar(settings) as bar:
+        task = bar.add_task("bench", total=None)
+        steps = [0]
+
+        def on_step(what: str) -> None:
+            bar.update(task, completed=steps[0], description=what)
+            steps[0] += 1
+
+        results = run_bench(
+            quick=quick,
+            out_dir=out_dir,
+            include_baseline=not no_baseline,
+            on_plan=lambda n: bar.update(task, total=n),
+            on_step=on_step,
+        )
+        bar.update(task, completed=steps[0], description="done")
     typer.echo(json.dumps(results, indent=2) if as_json else render_markdown(results))
+    typer.echo(f"results written to {out_dir}", err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

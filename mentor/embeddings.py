@@ -34,8 +34,16 @@ class Embedder(Protocol):
 class SentenceTransformerEmbedder:
     """all-MiniLM-L6-v2 (or any local sentence-transformers model), normalised, loaded once per process."""
 
-    def __init__(self, model_name: str = PACKAGED_MODEL, *, batch_size: int = 64, query_cache_size: int = 2048):
+    def __init__(
+        self,
+        model_name: str = PACKAGED_MODEL,
+        *,
+        batch_size: int = 64,
+        query_cache_size: int = 2048,
+        on_batch: Callable[[int], None] | None = None,
+    ):
         self._path = _resolve_model(model_name)
+        self._on_batch = on_batch  # told the size of every forward pass (the metrics' batch-size histogram)
         self._loaded = None
         self.name = model_name
         self.batch_size = batch_size
@@ -155,6 +163,8 @@ class SentenceTransformerEmbedder:
         import torch
 
         torch.set_num_threads(threads or self._threads)
+        if self._on_batch is not None:
+            self._on_batch(len(texts))
         vectors = self._model.encode(
             texts,
             batch_size=self.batch_size,

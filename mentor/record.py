@@ -15,6 +15,10 @@ from mentor.answer import Answer
 from mentor.grounding import Grounding
 from mentor.retrieve import Passage
 
+# The `fallback_reason` of a streamed answer its client left before the end: logged with what it had produced so
+# far, its grounding unchecked (grounded false, coverage unknown).
+ABANDONED = "abandoned"
+
 
 @dataclass(frozen=True, slots=True)
 class AnsweredQuestion:
@@ -34,6 +38,7 @@ class AnsweredQuestion:
     relevance: float
     latency_ms: float
     client: str = "local"
+    channel: str = "chat"  # a Channel (mentor.answer): the surface the question came through
     created: float = field(default_factory=time.time)
 
 

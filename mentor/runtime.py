@@ -30,6 +30,7 @@ from mentor.engines.extractive import ExtractiveEngine
 from mentor.engines.llm import LLMEngine
 from mentor.errors import ConfigError, NotReady
 from mentor.index import Index, IngestReport, connect_index, describe_unreachable, index_status, is_unreachable
+from mentor.metrics import Metrics, ObservedSink, process_metrics
 from mentor.privacy import load_or_create_secret
 from mentor.prompts import load_prompt
 from mentor.record import SignalSink
@@ -122,6 +123,7 @@ class Runtime:
     writer: SignalWriter
     analyst_token: str
     state: LearnerState
+    metrics: Metrics | None = None  # what /metrics reports (this process's; None: nothing is counted)
 
     @property
     def catalog(self) -> Catalog:
@@ -194,6 +196,7 @@ def build_runtime(
     chat_model: ChatModel | None = None,
     progress: Callable[[int], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
+    metrics: Metrics | None = None,
 ) -> Runtime:
     """Open the index and the database and assemble the chat.
 
@@ -207,7 +210,10 @@ def build_runtime(
     key = pseudonym_secret(settings)
     # Owner-only: the data directory holds the index, the signals database, the spool and the keys.
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    embedder = embedder or SentenceTransformerEmbedder(settings.embedding_model, batch_size=settings.embed_batch_size)
+    metrics = metrics or process_metrics()
+    embedder = embedder or SentenceTransformerEmbedder(
+        settings.embedding_model, batch_size=settings.embed_batch_size, on_batch=metrics.embedding_batch_size
+    )
     index = connect_index(settings, embedder, owner=settings.sync_index, wait_s=settings.chroma_wait_s)
     report = None
     try:
@@ -241,8 +247,18 @@ def build_runtime(
         embed=embedder.embed_query,
         erased_since=state.conversations.erased_since,
         migrate=settings.migrate_database,
+        metrics=metrics,
     )
-    chat = build_chat(settings, catalog, embedder, sink=writer, chat_model=chat_model, state=state, pseudonym_key=key)
+    chat = build_chat(
+        settings,
+        catalog,
+        embedder,
+        sink=ObservedSink(metrics, writer),  # every question is counted where it is logged
+        chat_model=chat_model,
+        state=state,
+        pseudonym_key=key,
+        metrics=metrics,
+    )
     return Runtime(
         settings=settings,
         embedder=embedder,
@@ -253,6 +269,7 @@ def build_runtime(
         writer=writer,
         analyst_token=analyst,
         state=state,
+        metrics=metrics,
     )
 
 
@@ -342,11 +359,13 @@ def build_chat(
     chat_model: ChatModel | None = None,
     state: LearnerState | None = None,
     pseudonym_key: bytes | None = None,
+    metrics: Metrics | None = None,
 ) -> ChatService:
     """The chat service: the LLM engine when one is configured (or given), the extractive engine always.
 
     Every answered question goes to `sink`: the signal writer, or `NO_SINK` where nothing is to be logged.
-    `state` holds conversations and rate limits (built from the settings when not given).
+    `state` holds conversations and rate limits (built from the settings when not given). `metrics`, when given,
+    times the LLM's turns and counts its errors.
     """
     if chat_model is None and settings.llm_enabled:
         chat_model = OpenAIChatModel(
@@ -362,6 +381,7 @@ def build_chat(
             load_prompt(settings.prompts_dir),
             max_tool_rounds=settings.llm_max_tool_rounds,
             history_chars=settings.llm_history_tokens * 4,
+            metrics=metrics,
         )
     state = state or LearnerState.build(settings)
     return ChatService(

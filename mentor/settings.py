@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -179,6 +180,27 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="Address `mentor serve` binds to.")
     port: int = Field(8000, ge=1, le=65535, description="Port `mentor serve` listens on.")
     log_level: str = Field("info", description="Python logging level for the service.")
+    log_format: Literal["plain", "json"] = Field(
+        "plain",
+        description="Log lines of mentor and uvicorn alike: plain text, or json (one object a line: timestamp, "
+        "level, logger, message, request_id; access lines add method, route and status). Neither holds question "
+        "text: access lines name the route template, never the path or query.",
+    )
+    metrics: bool = Field(
+        True, description="Serve Prometheus metrics at /metrics (false: 404). They hold counts, never learners' data."
+    )
+    metrics_token: SecretStr | None = Field(
+        None,
+        description="Bearer token /metrics requires (Prometheus: `authorization: {credentials: ...}`). Unset: "
+        "/metrics is open, as Prometheus expects of an internal port; keep it off the public proxy.",
+    )
+    sse_ping_s: float = Field(
+        15.0,
+        ge=0,
+        le=300,
+        description="Seconds between keep-alive comments on a quiet event stream (0: none), well under the idle "
+        "time-outs of proxies and load balancers (60 s is common).",
+    )
 
     @property
     def llm_enabled(self) -> bool:

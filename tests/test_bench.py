@@ -30,6 +30,8 @@ def positive(value: object) -> bool:
 
 @pytest.mark.slow
 def test_tiny_run_has_every_figure_and_writes_both_files(tmp_path: Path) -> None:
+    planned: list[int] = []
+    steps: list[str] = []
     results = run_bench(
         quick=True,
         concurrencies=(1,),
@@ -40,7 +42,13 @@ def test_tiny_run_has_every_figure_and_writes_both_files(tmp_path: Path) -> None
         include_baseline=True,
         include_extractive=False,
         out_dir=tmp_path,
+        on_plan=planned.append,
+        on_step=steps.append,
     )
+    # The progress bar's plan matches what ran: one step per configuration and level, per corpus size, and so on.
+    assert planned == [len(steps)] and len(set(steps)) == len(steps)
+    assert steps[0] == "loading the embedding model" and steps[-1] == f"writing {tmp_path / 'results.json'}"
+    assert sum(step.endswith("at concurrency 1") for step in steps) == len(CONFIGS)
 
     headline = ("throughput_ratio_vs_baseline", "throughput_ratio_vs_baseline_uncached", "overhead_p50_ms")
     for key in (*headline, "overhead_p50_ms_uncached", "overhead_p99_ms", "peak_rss_mb"):
@@ -75,6 +83,23 @@ def test_tiny_run_has_every_figure_and_writes_both_files(tmp_path: Path) -> None
     markdown = (tmp_path / "results.md").read_text()
     assert markdown == render_markdown(results)
     assert "| mentor, LLM engine (/v1/chat) | 1 |" in markdown and "LangChain baseline" in markdown
+
+
+def test_without_the_baseline_packages_the_bench_says_so_in_one_line_before_starting(tmp_path: Path) -> None:
+    # As when `make serve` installed only the runtime: importing langchain_chroma raises ModuleNotFoundError.
+    code = (
+        "import sys; sys.modules['langchain_chroma'] = None; from mentor.cli import app; "
+        "app(['bench', '--quick', '--out', sys.argv[1]], prog_name='mentor')"
+    )
+    out = tmp_path / "bench"
+    env = {"MENTOR_DATA_DIR": str(tmp_path / "data"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: the LangChain baseline needs langchain-chroma from the dev extra "
+        "(`pip install -e '.[dev]'`); or leave the baseline out (`mentor bench --no-baseline`)"
+    ]
+    assert done.stdout == "" and not out.exists()  # nothing was started or written
 
 
 def test_generated_modules_are_distinct_in_every_chunk(tmp_path: Path) -> None:

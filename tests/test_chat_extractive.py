@@ -285,6 +285,7 @@ def test_a_hint_withholds_calculator_results_in_the_stream_too(client) -> None:
     body = {"message": "how much memory does Adam need to train a 7B model?", "style": "hint", "learner_id": "h"}
     with client.stream("POST", "/v1/chat/stream", json=body) as response:
         text = response.read().decode()
-    events = [block.split("\n", 1) for block in text.strip().split("\n\n")]
-    calls = [json.loads(data.removeprefix("data: ")) for kind, data in events if kind == "event: tool_call"]
+    # Each block: "id: n", "event: kind", "data: {...}" lines (and no other field), read by name.
+    events = [dict(line.split(": ", 1) for line in block.splitlines()) for block in text.strip().split("\n\n")]
+    calls = [json.loads(event["data"]) for event in events if event.get("event") == "tool_call"]
     assert calls and all(c["result"] is None and c["explanation"] == "" and c["title"] for c in calls)

@@ -516,6 +516,11 @@ def test_proxy_sets_the_callers_address_and_a_request_id(proxy: Proxy) -> None:
     assert none.json()["x_request_id"] != odd.json()["x_request_id"]
 
 
+def test_proxy_keeps_the_replicas_metrics_off_the_public_port(proxy: Proxy) -> None:
+    assert httpx.get(proxy.url + "/metrics", timeout=10).status_code == 404
+    assert httpx.get(proxy.url + "/v1/modules", timeout=10).status_code == 200  # the replicas themselves answer
+
+
 def test_proxy_health_check_answers_on_loopback_only(proxy: Proxy) -> None:
     probe = compose()["services"]["proxy"]["healthcheck"]["test"]
     path = urlsplit(probe[-1]).path

@@ -19,13 +19,22 @@ from mentor.api import (
     routes_chat,
     routes_dashboard,
     routes_learner,
+    routes_openai,
     routes_ops,
     routes_pages,
     routes_tools,
 )
 from mentor.api.docs import install_docs
-from mentor.api.middleware import RequestLimits, SecurityHeaders, ServerErrors, error_response
+from mentor.api.middleware import (
+    HTTPMetrics,
+    RequestContext,
+    RequestLimits,
+    SecurityHeaders,
+    ServerErrors,
+    error_response,
+)
 from mentor.errors import MentorError, NotReady, RateLimited, Unauthorized
+from mentor.logs import configure_logging
 from mentor.runtime import Runtime, build_runtime
 from mentor.settings import Settings
 from mentor.tools.registry import explain_json_error
@@ -36,7 +45,8 @@ log = logging.getLogger(__name__)
 def create_app_from_environment() -> FastAPI:
     """The app as a worker process builds it (`mentor serve --workers N`): settings from the environment."""
     settings = Settings()
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not logging.getLogger().handlers:  # `mentor serve` configured it already (mentor.logs.uvicorn_log_config)
+        configure_logging(settings)
     return create_app(settings)
 
 
@@ -89,9 +99,11 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
         docs_url=None,  # FastAPI's own pages load Swagger UI and ReDoc from a CDN; install_docs serves it locally
         redoc_url=None,
     )
+    app.state.settings = settings  # for uvicorn_log_config (mentor.logs) before the lifespan runs, too
     app.include_router(routes_ops.router)
     app.include_router(routes_learner.router)
     app.include_router(routes_chat.router)
+    app.include_router(routes_openai.router)  # errors in OpenAI's shape: see OpenAIRoute
     app.include_router(routes_tools.router)
     app.include_router(routes_analyst.router)
     app.include_router(routes_pages.router)
@@ -109,10 +121,14 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
         allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
         # Not X-Mentor-Server-Key: it is for server-to-server calls, so no browser is let to send it.
         allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
-        expose_headers=["Retry-After"],  # the box shows how long to wait after a 429
+        # The box shows how long to wait after a 429; a page may quote the request id when reporting a problem.
+        expose_headers=["Retry-After", "X-Request-ID"],
         allow_credentials=False,  # tokens travel in the Authorization header; no cookie is ever needed
     )
     app.add_middleware(SecurityHeaders)
+    # Outermost: every response is counted and carries X-Request-ID, and every log line of a request names it.
+    app.add_middleware(HTTPMetrics)
+    app.add_middleware(RequestContext)
     return app
 
 

@@ -1,8 +1,10 @@
-"""Pure ASGI middleware every request passes: security headers, request limits, and a 500 that keeps the connection.
+"""Pure ASGI middleware every request passes: its id and route for the logs, HTTP metrics, security headers, request
+limits, and a 500 that keeps the connection.
 
-Order, outermost first (see `create_app`): SecurityHeaders -> CORS -> RequestLimits -> ServerErrors -> the routes,
-so the headers (CORS ones for an allowed origin too) are on every answer, limits and 500s included, and a limit's
-answer can close the connection.
+Order, outermost first (see `create_app`): RequestContext -> HTTPMetrics -> SecurityHeaders -> CORS ->
+RequestLimits -> ServerErrors -> the routes, so every log line of a request (a refusal's included) names it, every
+answer is counted, the headers (CORS ones for an allowed origin too) are on every answer, limits and 500s included,
+and a limit's answer can close the connection.
 
 Where each limit lives (a reverse proxy in front should carry the same or tighter ones):
 - header bytes, body bytes, time to receive a body: here, `RequestLimits`;
@@ -18,13 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
+import uuid
+import weakref
 from http import HTTPStatus
+from typing import Any
 
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mentor.logs import REQUEST_ID, ROUTE, UNROUTED, AccessLogPaths, route_templates
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +71,94 @@ def page_csp(*script_sources: str) -> str:
 
 
 CSP_PAGES = page_csp()
+
+
+# A caller's X-Request-ID (nginx's $request_id is 32 hex digits; UUIDs have dashes) is kept when it is this short and
+# plain; anything else (spaces, quotes, newlines that would forge log lines, a kilobyte of text) is replaced.
+REQUEST_ID_FORMAT = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+# Methods counted by name; any other token a client sends is "other", so no client can add label values at will.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def request_id_of(scope: Scope) -> str:
+    """The caller's X-Request-ID if it is short and plain, else a new one."""
+    for name, value in scope["headers"]:
+        if name == b"x-request-id":
+            candidate = value.decode("latin-1")
+            return candidate if REQUEST_ID_FORMAT.fullmatch(candidate) else uuid.uuid4().hex
+    return uuid.uuid4().hex
+
+
+_fallback_routes: weakref.WeakKeyDictionary[Any, AccessLogPaths] = weakref.WeakKeyDictionary()
+
+
+def route_of(scope: Scope) -> str | None:
+    """The template of the route that served the request; for one refused before routing (413, 431), the template
+    its path matches; None when no route serves it (its raw path is never used: it may hold a learner id)."""
+    path = getattr(scope.get("route"), "path", None)
+    if path:
+        return path
+    app = scope.get("app")
+    if app is None:
+        return None
+    if app not in _fallback_routes:
+        _fallback_routes[app] = AccessLogPaths(route_templates(app))
+    template = _fallback_routes[app].template(scope["path"])
+    return None if template == UNROUTED else template
+
+
+class RequestContext:
+    """Name the request: its id (X-Request-ID, accepted or made up) in every log line and in the response's
+    X-Request-ID header, its route template in the access log line."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = request_id_of(scope)
+        # Set and never reset: uvicorn runs each request in a task of its own, whose context nothing else shares,
+        # and its own lines about the request (the access line, an "Exception in ASGI application") keep the id.
+        REQUEST_ID.set(request_id)
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)["X-Request-ID"] = request_id
+                ROUTE.set(route_of(scope))  # uvicorn writes the access line inside this send
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
+
+
+class HTTPMetrics:
+    """Count every response and time it to its last byte, by method, route template and status."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # if nothing was sent: the exception ends the connection
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        finally:
+            # The runtime's metrics, once the lifespan built it (a request cannot arrive before).
+            metrics = getattr(getattr(scope["app"].state, "runtime", None), "metrics", None)
+            if metrics is not None:
+                method = scope["method"] if scope["method"] in METHODS else "other"
+                metrics.request(method, route_of(scope), status, time.perf_counter() - started)
 
 
 def error_response(status: int, message: str, *, code: str | None = None, close: bool = False) -> JSONResponse:

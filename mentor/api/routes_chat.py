@@ -9,11 +9,13 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
+from sse_starlette import EventSourceResponse
 
 from mentor.answer import ChatInput, ToolCall
 from mentor.api.deps import Learner, LearnerDep, RuntimeDep, SettingsDep
@@ -49,6 +51,11 @@ SSE_EVENT = {
     "type": "object",
     "required": ["event", "data"],
     "properties": {
+        "id": {
+            "type": "string",
+            "description": "The event's place in its stream: 1 (meta), 2, 3... A stream cannot be resumed (it answers "
+            "a POST), so Last-Event-ID is not read.",
+        },
         "event": {"type": "string", "enum": ["meta", "delta", "tool_call", "done", "error"]},
         "data": {
             "type": "string",
@@ -57,6 +64,11 @@ SSE_EVENT = {
         },
     },
 }
+STREAM_DESCRIPTION = (
+    "Server-sent events: meta, delta..., tool_call..., then done (or error), each with an id; comment lines "
+    "(`: ping`) keep a quiet stream open every MENTOR_SSE_PING_S seconds. A client that disconnects stops the "
+    'answer, and the question is still logged (fallback_reason "abandoned").'
+)
 
 
 class SessionInfo(BaseModel):
@@ -74,7 +86,7 @@ def session(settings: SettingsDep) -> SessionInfo:
     return SessionInfo(learner_tokens=settings.learner_token_secret is not None)
 
 
-def to_input(body: ChatRequest, request: Request, learner: Learner) -> ChatInput:
+def to_input(body: ChatRequest, request: Request, learner: Learner, *, channel: str = "chat") -> ChatInput:
     return ChatInput(
         message=body.message,
         module_id=body.module_id,
@@ -82,6 +94,7 @@ def to_input(body: ChatRequest, request: Request, learner: Learner) -> ChatInput
         learner_id=learner.resolve(body.learner_id),
         style=body.style,
         client=request.client.host if request.client else "unknown",
+        channel=channel,
     )
 
 
@@ -97,39 +110,39 @@ async def chat(body: ChatRequest, request: Request, runtime: RuntimeDep, learner
     "/chat/stream",
     response_class=Response,  # the 200 is an event stream (below), never a JSON document
     responses={
-        200: {
-            "description": "Server-sent events: meta, delta..., tool_call..., then done (or error).",
-            "content": {"text/event-stream": {"schema": SSE_EVENT}},
-        },
+        200: {"description": STREAM_DESCRIPTION, "content": {"text/event-stream": {"schema": SSE_EVENT}}},
         **ERRORS,
     },
     openapi_extra=ANONYMOUS_ALLOWED,
 )
 async def chat_stream(
-    body: ChatRequest, request: Request, runtime: RuntimeDep, learner: LearnerDep
-) -> StreamingResponse:
+    body: ChatRequest, request: Request, runtime: RuntimeDep, learner: LearnerDep, settings: SettingsDep
+) -> EventSourceResponse:
     """The same answer as server-sent events: meta, delta..., tool_call..., then done (or error)."""
-    prepared = await runtime.chat.prepare(to_input(body, request, learner))  # 4xx before the stream starts
+    prepared = await runtime.chat.prepare(to_input(body, request, learner, channel="stream"))  # 4xx before it starts
+    hint = prepared.input.style == "hint"
 
-    async def stream() -> AsyncIterator[str]:
-        try:
-            async for kind, payload in runtime.chat.events(prepared):
-                yield sse(kind, payload, hint=prepared.input.style == "hint")
-        except MentorError as exc:
-            yield sse("error", {"message": exc.message})
-        except Exception:
-            log.exception("chat stream failed")
-            yield sse("error", {"message": "something went wrong on our side; please ask again"})
+    async def stream() -> AsyncIterator[dict[str, str]]:
+        # When the client disconnects, sse-starlette cancels this generator (or closes it, if it waits at a
+        # yield); `aclosing` closes the chat's events at once too, so the answer stops and its signal is logged.
+        number = 0
+        async with aclosing(runtime.chat.events(prepared)) as events:
+            try:
+                async for kind, payload in events:
+                    number += 1
+                    yield sse(number, kind, payload, hint=hint)
+            except MentorError as exc:
+                yield sse(number + 1, "error", {"message": exc.message})
+            except Exception:
+                log.exception("chat stream failed")
+                yield sse(number + 1, "error", {"message": "something went wrong on our side; please ask again"})
 
-    # no-store: the stream carries the learner's question and answer; no proxy buffering, no cache copy.
-    return StreamingResponse(
-        stream(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    # no-store: the stream carries the learner's question and answer (sse-starlette adds it, and X-Accel-Buffering:
+    # no so that a proxy passes each event on at once). "\n" ends lines, as before (the widget reads either).
+    return EventSourceResponse(stream(), ping=settings.sse_ping_s, sep="\n", headers={"Cache-Control": "no-store"})
 
 
-def sse(kind: str, payload: Any, *, hint: bool = False) -> str:
+def sse(number: int, kind: str, payload: Any, *, hint: bool = False) -> dict[str, str]:
     """One server-sent event; in hint style a tool call withholds its result, as the final answer does."""
     if isinstance(payload, AnsweredQuestion):
         data = ChatResponse.of(payload).public()
@@ -139,7 +152,7 @@ def sse(kind: str, payload: Any, *, hint: bool = False) -> str:
         data = {"text": payload}
     else:
         data = payload
-    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+    return {"id": str(number), "event": kind, "data": json.dumps(data, ensure_ascii=False)}
 
 
 @router.post(

@@ -1,12 +1,15 @@
-"""Operations routes: liveness and readiness."""
+"""Operations routes: liveness, readiness and Prometheus metrics."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+import hmac
 
-from mentor.api.deps import RuntimeDep
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from mentor.api.deps import RuntimeDep, SettingsDep
 from mentor.api.schemas import Health
+from mentor.errors import NotFound, Unauthorized
 
 router = APIRouter(tags=["ops"])
 
@@ -30,3 +33,23 @@ def readyz(runtime: RuntimeDep) -> Health | JSONResponse:
     if readiness.answerable:
         return health
     return JSONResponse(health.model_dump(), status_code=503)
+
+
+# Not in the OpenAPI document: its body is Prometheus's text format, for Prometheus, not an API for clients.
+@router.get("/metrics", include_in_schema=False)
+def metrics(request: Request, settings: SettingsDep, runtime: RuntimeDep) -> Response:
+    """Prometheus metrics of this process, or of every worker of `mentor serve --workers N`.
+
+    Open unless MENTOR_METRICS_TOKEN is set: they hold counts by route, module, engine and calculator, never a
+    learner's id or words, and Prometheus scrapes an internal port. Not the analyst token: a scrape configuration
+    would then hold the key to learners' questions.
+    """
+    if not settings.metrics or runtime.metrics is None:
+        raise NotFound("metrics are turned off on this server (MENTOR_METRICS=false)")
+    if settings.metrics_token is not None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        expected = settings.metrics_token.get_secret_value().encode()
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
+            raise Unauthorized("/metrics needs 'Authorization: Bearer <MENTOR_METRICS_TOKEN>'")
+    body, content_type = runtime.metrics.exposition(request.headers.get("accept", ""))
+    return Response(body, media_type=content_type)

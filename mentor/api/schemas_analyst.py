@@ -153,6 +153,10 @@ class LoggedQuestion(BaseModel):
     text: str = Field(description="The question, personal details removed.")
     redactions: list[str]
     style: str
+    channel: str | None = Field(
+        description="Where it was asked: chat, stream, openai (the OpenAI-compatible route), cli or replay; null "
+        "for questions logged before it was recorded."
+    )
     engine: str
     model: str | None
     prompt_version: str | None

@@ -1,6 +1,7 @@
 """`mentor bench`: mentor's own cost per question, measured against a stub LLM and a LangChain baseline.
 
-`run_bench(quick=True, out_dir=Path("eval/bench"))` runs it and writes results.json and results.md;
+`run_bench(quick=True, out_dir=Path(...))` runs it and writes results.json and results.md there (`mentor bench`
+defaults to MENTOR_DATA_DIR/bench, outside the tracked files; eval/bench holds the published figures);
 `render_markdown(results)` renders a result document as the same Markdown.
 """
 

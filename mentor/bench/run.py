@@ -5,7 +5,10 @@
    the LangChain baseline over the same Chroma data, each in its own process on 127.0.0.1.
 3. At each concurrency, load the stub alone, then each server, from a separate load-generator process.
 4. Stop every process (also on error), then measure ingest and retrieval against generated corpora.
-5. Write results.json and results.md.
+5. Write results.json and results.md into the directory the caller names.
+
+The LangChain baseline needs the dev extra (`langchain-chroma`, `langchain-openai`); without it `run_bench` stops
+before anything starts, with one sentence saying what to install or to run without the baseline.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +44,7 @@ from mentor.bench.procs import (
 )
 from mentor.bench.questions import QUESTIONS
 from mentor.bench.report import render_markdown
+from mentor.errors import ConfigError
 
 if TYPE_CHECKING:
     from mentor.bench.ingest import Ingested
@@ -48,7 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_OUT_DIR = ROOT / "eval" / "bench"
 # Sized so --quick stays well under five minutes on a 2-core machine and the full run under ~15.
 PRESETS = {
     True: {"requests_per_level": 64, "repetitions": 3, "ingest_modules": (1, 20)},
@@ -65,6 +68,8 @@ PLAN = (
     ("baseline", "baseline", "baseline", False),
 )
 LLM_CONFIGS = ("mentor_llm", "mentor_llm_stream", "mentor_llm_uncached")
+# The baseline's own packages (module, distribution): the dev extra, not installed by `make serve`.
+BASELINE_PACKAGES = (("langchain_chroma", "langchain-chroma"), ("langchain_openai", "langchain-openai"))
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ class Server:
 def run_bench(
     *,
     quick: bool,
-    out_dir: Path | None = None,
+    out_dir: Path,
     concurrencies: Sequence[int] = (1, 8, 32),
     requests_per_level: int | None = None,
     repetitions: int | None = None,
@@ -91,6 +96,8 @@ def run_bench(
     stub_tool_call: bool = False,
     search_questions: int | None = None,
     corpus_dir: Path | None = None,
+    on_plan: Callable[[int], None] | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> dict:
     """Measure mentor against the stub LLM and the LangChain baseline; write results.json and results.md.
 
@@ -99,8 +106,11 @@ def run_bench(
     questions capped at requests_per_level), and to 2 x concurrency when every question is new.
     `ingest_modules` are corpus sizes: 1 is the seed corpus, larger sizes add generated variants of it.
     `search_questions` limits how many questions are timed against each corpus size in the retrieval
-    measurement (default: all).
+    measurement (default: all). `on_plan(steps)` is called once with the number of steps, then `on_step(what)`
+    as each one starts (progress for a terminal; the same lines are logged at INFO).
     """
+    if include_baseline:
+        require_baseline_packages()
     preset = PRESETS[quick]
     requests = requests_per_level or preset["requests_per_level"]
     reps = repetitions or preset["repetitions"]
@@ -119,19 +129,35 @@ def run_bench(
         "search_questions": search_questions or len(QUESTIONS),
     }
     machine = machine_info()
+    configs_per_level = sum(
+        1
+        for _name, _kind, server, _distinct in PLAN
+        if (server != "mentor_extractive" or include_extractive) and (server != "baseline" or include_baseline)
+    )
+    # model, seed index, servers; each configuration at each level; each corpus size; the results files
+    if on_plan is not None:
+        on_plan(3 + configs_per_level * len(concurrencies) + len(sizes) + 1)
+
+    def step(what: str) -> None:
+        log.info("bench: %s", what)
+        if on_step is not None:
+            on_step(what)
+
     started, busy_before, own_before = time.perf_counter(), machine_busy_seconds(), own_cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="mentor-bench-") as tmp:
         work = Path(tmp)
         from mentor.bench.ingest import bench_settings, ingest
         from mentor.embeddings import SentenceTransformerEmbedder
 
+        step("loading the embedding model")
         embedder = SentenceTransformerEmbedder()
         model_started = time.perf_counter()
         embedder.embed_query("warm up")
         model_load_s = time.perf_counter() - model_started
-        log.info("bench: indexing the seed corpus")
+        step("indexing the seed corpus")
         seed = ingest(bench_settings(data_dir=work / "seed", corpus_dir=corpus_dir), embedder)
         with contextlib.ExitStack() as stack:  # every process started below is stopped, whatever happens
+            step("starting the servers")
             servers = start_servers(
                 stack,
                 work,
@@ -143,12 +169,16 @@ def run_bench(
                 stub_token_delay_s=stub_token_delay_s,
                 stub_tool_call=stub_tool_call,
             )
-            configs = measure_servers(servers, concurrencies, requests=requests, repetitions=reps, warmup=warmup)
+            configs = measure_servers(
+                servers, concurrencies, requests=requests, repetitions=reps, warmup=warmup, step=step
+            )
             peak_rss = {name: peak_rss_mb(s.process.pid) for name, s in servers.items()}
         databases = {"mentor_llm": work / "mentor_llm" / "mentor.db", "baseline": work / "baseline.db"}
         rows_written = {name: count_rows(path) for name, path in databases.items() if path.exists()}
         questions = QUESTIONS[: search_questions or len(QUESTIONS)]
-        ingest_runs, retrieval = measure_ingest(work, seed, sizes, corpus_dir, embedder, questions, passes=reps)
+        ingest_runs, retrieval = measure_ingest(
+            work, seed, sizes, corpus_dir, embedder, questions, passes=reps, step=step
+        )
     duration_s = time.perf_counter() - started
     # CPU the machine spent on anything but this run: other people's work makes every figure noisier.
     other_cpu_s = machine_busy_seconds() - busy_before - (own_cpu_seconds() - own_before)
@@ -165,8 +195,26 @@ def run_bench(
         stub_calls=2 if stub_tool_call else 1,
     )
     results["duration_s"] = duration_s
-    write_results(results, out_dir or DEFAULT_OUT_DIR)
+    step(f"writing {out_dir / 'results.json'}")
+    write_results(results, out_dir)
     return results
+
+
+def require_baseline_packages() -> None:
+    """Raise ConfigError, in one sentence, when the LangChain baseline's packages are not installed."""
+    import importlib
+
+    missing = []
+    for module, distribution in BASELINE_PACKAGES:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(distribution)
+    if missing:
+        raise ConfigError(
+            f"the LangChain baseline needs {' and '.join(missing)} from the dev extra "
+            "(`pip install -e '.[dev]'`); or leave the baseline out (`mentor bench --no-baseline`)"
+        )
 
 
 def warmup_for(concurrency: int, warmup: int | None, requests: int, *, distinct: bool = False) -> int:
@@ -241,7 +289,13 @@ def start_servers(
 
 
 def measure_servers(
-    servers: dict[str, Server], concurrencies: Sequence[int], *, requests: int, repetitions: int, warmup: int | None
+    servers: dict[str, Server],
+    concurrencies: Sequence[int],
+    *,
+    requests: int,
+    repetitions: int,
+    warmup: int | None,
+    step: Callable[[str], None],
 ) -> dict[str, dict]:
     """Every configuration at every concurrency; levels outermost so slow drift affects all alike."""
     configs: dict[str, dict] = {}
@@ -251,7 +305,7 @@ def measure_servers(
             server = servers.get(server_name)
             if server is None:
                 continue
-            log.info("bench: %s at concurrency %d", name, concurrency)
+            step(f"{name} at concurrency {concurrency}")
             spec = LoadSpec(
                 kind=kind,
                 base_url=server.url + ("/v1" if kind == "stub" else ""),
@@ -300,6 +354,7 @@ def measure_ingest(
     questions: Sequence[str],
     *,
     passes: int,
+    step: Callable[[str], None],
 ) -> tuple[list[dict], list[dict]]:
     """Ingest figures for each corpus size, and `Retriever.search` latency for the seed module in each."""
     from mentor.bench.corpus_gen import generate_corpus
@@ -313,9 +368,10 @@ def measure_ingest(
     ingest_runs, retrieval = [], []
     for size in sizes:
         if size == 1:
+            step("retrieval over the seed corpus")
             index = seed
         else:
-            log.info("bench: ingesting a generated corpus of %d modules", size)
+            step(f"ingest and retrieval over a generated corpus of {size} modules")
             generated = generate_corpus(corpus_dir, work / f"corpus-{size}", size)
             index = ingest(bench_settings(data_dir=work / f"data-{size}", corpus_dir=generated), embedder)
         ingest_runs.append(index.figures)

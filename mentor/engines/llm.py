@@ -8,8 +8,10 @@ tools raise `UpstreamError`, and the chat falls back to the extractive engine.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
-from typing import Any
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any
 
 from mentor.answer import Answer, Question, ToolCall
 from mentor.chat_model import ChatModel, Completion, TextDelta
@@ -20,6 +22,9 @@ from mentor.prompts import Prompt
 from mentor.safety import INJECTION, sanitize_markdown
 from mentor.tools import REGISTRY, tool_schemas
 
+if TYPE_CHECKING:
+    from mentor.metrics import Metrics
+
 ENGINE = "llm"
 OUT_OF_SCOPE = "OUT_OF_SCOPE"
 
@@ -29,8 +34,17 @@ class LLMEngine:
 
     name = ENGINE
 
-    def __init__(self, model: ChatModel, prompt: Prompt, *, max_tool_rounds: int, history_chars: int) -> None:
+    def __init__(
+        self,
+        model: ChatModel,
+        prompt: Prompt,
+        *,
+        max_tool_rounds: int,
+        history_chars: int,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._model = model
+        self._metrics = metrics
         self._prompt = prompt
         self._max_tool_rounds = max_tool_rounds
         self._history_chars = history_chars
@@ -82,20 +96,39 @@ class LLMEngine:
         self, question: Question, *, feedback: tuple[str, str] | None = None, stream: bool = True
     ) -> AsyncIterator[TextDelta | ToolCall | Answer]:
         """Yield text deltas (when streaming) and tool calls as they happen, then the `Answer`."""
+        try:
+            async with aclosing(self._run(question, feedback=feedback, stream=stream)) as events:
+                async for event in events:
+                    yield event
+        except UpstreamError as exc:
+            if self._metrics is not None:
+                self._metrics.llm_error(self._model.name, exc.reason)
+            raise
+
+    async def _run(
+        self, question: Question, *, feedback: tuple[str, str] | None, stream: bool
+    ) -> AsyncIterator[TextDelta | ToolCall | Answer]:
         messages = self.messages(question, feedback=feedback)
         tool_calls: list[ToolCall] = []
         prompt_tokens = completion_tokens = 0
         for _round in range(self._max_tool_rounds + 1):
             completion: Completion | None = None
+            started = time.perf_counter()
             if stream:
-                async for event in self._model.stream(messages, self._tools):
-                    if isinstance(event, TextDelta):
-                        yield event
-                    else:
-                        completion = event
+                # Closed at once when the learner leaves mid-answer, so the model's HTTP stream ends too.
+                async with aclosing(self._model.stream(messages, self._tools)) as turn:
+                    async for event in turn:
+                        if isinstance(event, TextDelta):
+                            yield event
+                        else:
+                            completion = event
             else:
                 completion = await self._model.complete(messages, self._tools)
             assert completion is not None
+            if self._metrics is not None:
+                self._metrics.llm_turn(
+                    self._model.name, "stream" if stream else "complete", time.perf_counter() - started
+                )
             prompt_tokens += completion.prompt_tokens or 0
             completion_tokens += completion.completion_tokens or 0
             if not completion.tool_calls:

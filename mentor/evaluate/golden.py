@@ -83,7 +83,7 @@ class Expect:
     out_of_scope: bool = False
     forbidden: tuple[str, ...] = ()
     pii: tuple[str, ...] = ()
-    reference: str | None = None  # optional reference answer for exports; synthesised when absent
+    reference: str | None = None  # optional reference answer for exports; none is made up when absent
     # Each part of the question: lowercase substrings of the module units that answer it (any one suffices).
     parts: tuple[tuple[str, ...], ...] = ()
     verdict: str | None = None  # what the answer's first sentence must say ("no", "13b on 500b tokens")

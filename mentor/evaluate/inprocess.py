@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -53,8 +53,12 @@ async def run_in_process(
     fixtures_dir: Path = FIXTURES_DIR,
     analyst_token: str | None = None,
     concurrency: int = 1,
+    on_result: Callable[[CaseResult], None] | None = None,
 ) -> list[CaseResult]:
-    """Run every case in-process, one app per corpus group; results come back in the order of `cases`."""
+    """Run every case in-process, one app per corpus group; results come back in the order of `cases`.
+
+    `on_result` sees each case as it is answered (`run_cases`).
+    """
     by_id: dict[str, CaseResult] = {}
     for corpus in CORPORA:
         group = [case for case in cases if case.corpus == corpus]
@@ -63,7 +67,9 @@ async def run_in_process(
         group_settings = corpus_settings(settings, corpus, fixtures_dir=fixtures_dir)
         async with in_process_client(group_settings) as client:
             token = analyst_token or _analyst_token(group_settings)
-            results = await run_cases(group, client=client, analyst_token=token, corpus=corpus, concurrency=concurrency)
+            results = await run_cases(
+                group, client=client, analyst_token=token, corpus=corpus, concurrency=concurrency, on_result=on_result
+            )
         by_id.update((result.case.id, result) for result in results)
     return [by_id[case.id] for case in cases]
 

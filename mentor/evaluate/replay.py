@@ -47,6 +47,7 @@ async def replay(runtime: Runtime, filters: Filters, *, limit: int = 500) -> dic
                     learner_id="replay",
                     style=row["style"],
                     client="replay",
+                    channel="replay",
                 )
             )
             conversation_id = answered.conversation_id

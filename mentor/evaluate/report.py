@@ -1,4 +1,4 @@
-"""Reports a person reads (report.md) and a machine diffs (report.json), and exports for ragas and DeepEval."""
+"""Reports a person reads (report.md) and a machine diffs (report.json); exports are in `export.py`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from mentor.evaluate.golden import CATEGORIES
+from mentor.errors import InvalidInput
+from mentor.evaluate.golden import CATEGORIES, load_golden
 from mentor.evaluate.metrics import LOWER_IS_BETTER, METRICS
 from mentor.evaluate.runner import CaseResult
 
@@ -55,6 +56,33 @@ def _read_previous(path: Path) -> dict[str, Any] | None:
         log.warning("previous report %s unreadable (%s): no comparison", path, exc)
         return None
     return previous if isinstance(previous, dict) and "metrics" in previous else None
+
+
+def read_results(report_dir: Path, golden: Path) -> list[CaseResult]:
+    """The results `write_report` kept in `report_dir`, with their cases from `golden`, the set they were run on.
+
+    What `mentor eval export --from-report` exports instead of asking every case again. The report records the
+    golden set's SHA-256; a different file would pair answers with other expectations, so it is refused.
+    """
+    path = report_dir / "report.json"
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidInput(f"{path}: no report there; write one with `mentor eval --report {report_dir}`") from None
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"{path}: cannot be read as a report ({type(exc).__name__})") from None
+    if not isinstance(report, dict) or not isinstance(report.get("cases"), list) or "golden" not in report:
+        raise InvalidInput(f"{path}: not a report written by `mentor eval --report`")
+    made_from = report["golden"] or {}
+    cases = {case.id: case for case in load_golden(golden, "all")}
+    current = next(iter(cases.values()), None)
+    if current is None or current.golden_sha256 != made_from.get("sha256"):
+        raise InvalidInput(
+            f"{path} was made from golden set {made_from.get('version')} "
+            f"(sha256 {str(made_from.get('sha256'))[:12]}), not from {golden} as it is now; pass that set with --set, "
+            f"or run `mentor eval --report {report_dir}` again"
+        )
+    return [CaseResult.from_dict(cases[row["id"]], row) for row in report["cases"]]
 
 
 def _fmt(metric: dict[str, Any] | None, name: str) -> str:
@@ -238,100 +266,3 @@ def _case_changes(cases: list[dict[str, Any]], previous: list[dict[str, Any]]) -
         f"- now passing: {', '.join(fixed) or 'none'}",
         f"- new cases: {', '.join(new) or 'none'}",
     ]
-
-
-# ---- exports ----------------------------------------------------------------------------------------------------
-
-
-def reference_answer(result: CaseResult) -> str:
-    """The case's reference answer, or one written from its expectations when the golden set gives none."""
-    expect = result.case.expect
-    if expect.reference:
-        return expect.reference
-    if expect.out_of_scope:
-        return "The module does not cover this; the mentor says so and points to what the module covers."
-    parts = []
-    if expect.numbers:
-        parts.append("The answer gives " + ", ".join(entry[0] for entry in expect.numbers) + ".")
-    if expect.tool:
-        parts.append(f"It is computed with the {expect.tool} calculator.")
-    if expect.facts:
-        parts.append("It mentions " + ", ".join(expect.facts) + ".")
-    if expect.verdict:
-        parts.append(f"Its first sentence gives the verdict: {expect.verdict}.")
-    if expect.expected_coverage == "partial":
-        parts.append("It first says which part of the question the module does not cover.")
-    if expect.sections:
-        parts.append("It is grounded in the module sections " + ", ".join(expect.sections) + ".")
-    return " ".join(parts) or "An answer grounded in the module."
-
-
-def _user_input(result: CaseResult) -> str:
-    # A follow-up means nothing alone; earlier turns come first, one per line.
-    return "\n".join(result.case.turns)
-
-
-def _retrieved(result: CaseResult) -> tuple[list[str], list[str]]:
-    texts, ids, seen = [], [], set()
-    for context in result.contexts:
-        key = context.get("chunk_id") or context["text"]
-        if context["source"] == "citation" and any(
-            p.get("chunk_id") == context.get("chunk_id") for p in result.retrieved
-        ):
-            continue  # its whole passage is in the search results
-        if key in seen:
-            continue
-        seen.add(key)
-        texts.append(context["text"])
-        ids.append(context.get("section_id") or "")
-    return texts, ids
-
-
-def export_records(results: Sequence[CaseResult], fmt: Literal["ragas", "deepeval"]) -> list[dict[str, Any]]:
-    """Records for ragas' EvaluationDataset.from_list or DeepEval's LLMTestCase(**record); skipped cases left out.
-
-    Context ids are section ids on both sides, so ragas' id-based context precision/recall compare like with like.
-    """
-    if fmt not in ("ragas", "deepeval"):
-        raise ValueError(f"fmt: must be ragas or deepeval (got {fmt!r})")
-    records = []
-    for result in results:
-        if result.skipped is not None:
-            continue
-        contexts, context_ids = _retrieved(result)
-        if fmt == "ragas":
-            records.append(
-                {
-                    "user_input": _user_input(result),
-                    "retrieved_contexts": contexts,
-                    "response": result.answer,
-                    "reference": reference_answer(result),
-                    "retrieved_context_ids": context_ids,
-                    "reference_context_ids": list(result.case.expect.sections),
-                }
-            )
-        else:
-            expect = result.case.expect
-            records.append(
-                {
-                    "input": _user_input(result),
-                    "actual_output": result.answer,
-                    "expected_output": reference_answer(result),
-                    "retrieval_context": contexts,
-                    "tools_called": [
-                        {"name": c["name"], "input_parameters": c.get("arguments") or {}, "output": c.get("result")}
-                        for c in result.tool_calls
-                    ],
-                    "expected_tools": (
-                        [{"name": expect.tool, "input_parameters": dict(expect.tool_arguments)}] if expect.tool else []
-                    ),
-                    "name": result.case.id,
-                    "additional_metadata": {
-                        "category": result.case.category,
-                        "split": result.case.split,
-                        "coverage": result.coverage,
-                        "expected_coverage": expect.expected_coverage,
-                    },
-                }
-            )
-    return records

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +114,47 @@ class CaseResult:
             "verdicts": self.verdicts or (judge(self) if self.skipped is None else {}),
         }
 
+    @classmethod
+    def from_dict(cls, case: Case, data: Mapping[str, Any]) -> CaseResult:
+        """The result `to_dict` wrote for `case` (report.json), to export or re-judge without asking again.
+
+        The search passages come back from `contexts` (their section titles are not stored).
+        """
+        recorded = {name: data[name] for name in RECORDED if name in data}
+        retrieved = [
+            {k: c.get(k) for k in ("rank", "chunk_id", "section_id", "text", "score")} | {"section_title": None}
+            for c in data.get("contexts", [])
+            if c.get("source") == "search"
+        ]
+        return cls(case, retrieved=retrieved, **recorded)
+
+
+# The fields `to_dict` writes as they are (the rest is the case, and `contexts` derived from citations + retrieved).
+RECORDED = (
+    "answer",
+    "out_of_scope",
+    "coverage",
+    "citations",
+    "tool_calls",
+    "grounding",
+    "search_query",
+    "engine",
+    "model",
+    "prompt_version",
+    "module_version",
+    "fallback_reason",
+    "latency_ms",
+    "server_latency_ms",
+    "conversation_id",
+    "question_ids",
+    "transcript",
+    "stored_rows",
+    "storage_note",
+    "skipped",
+    "error",
+    "verdicts",
+)
+
 
 async def run_cases(
     cases: Sequence[Case],
@@ -123,23 +164,29 @@ async def run_cases(
     corpus: str = "default",
     concurrency: int = 1,
     storage_wait_s: float = 5.0,
+    on_result: Callable[[CaseResult], None] | None = None,
 ) -> list[CaseResult]:
     """Ask every case of `corpus` through `client` and judge the answers; other cases come back skipped.
 
     A deployment (`--url`) has its own corpus, so the poisoned cases only run in-process, where
-    `run_in_process` gives them an app over the poisoned fixture corpus.
+    `run_in_process` gives them an app over the poisoned fixture corpus. `on_result` sees each case as it is
+    answered or skipped (a progress bar); verdicts come after every case, with the stored rows.
     """
     run_id = uuid.uuid4().hex[:8]
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(case: Case) -> CaseResult:
         if case.corpus != corpus:
-            return CaseResult(
+            result = CaseResult(
                 case,
                 skipped=f"needs the {case.corpus} corpus (eval/fixtures/{case.corpus}); only in-process runs load it",
             )
-        async with gate:
-            return await _run_case(case, client=client, learner_id=f"eval-{run_id}-{case.id}")
+        else:
+            async with gate:
+                result = await _run_case(case, client=client, learner_id=f"eval-{run_id}-{case.id}")
+        if on_result is not None:
+            on_result(result)
+        return result
 
     results = list(await asyncio.gather(*(one(case) for case in cases)))
     await attach_stored_rows(results, client=client, analyst_token=analyst_token, wait_s=storage_wait_s)

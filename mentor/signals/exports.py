@@ -23,6 +23,7 @@ CSV_COLUMNS = [
     "text",
     "redactions",
     "style",
+    "channel",
     "engine",
     "model",
     "prompt_version",

@@ -67,6 +67,7 @@ def question_dict(
         "text": row.text,
         "redactions": row.redactions,
         "style": row.style,
+        "channel": row.channel,
         "engine": row.engine,
         "model": row.model,
         "prompt_version": row.prompt_version,

@@ -62,6 +62,7 @@ def question_record(result: AnsweredQuestion, *, embed: Callable[[str], np.ndarr
             "text": text,
             "redactions": sorted(scrub.kinds),
             "style": result.style,
+            "channel": result.channel,
             "engine": answer.engine,
             "model": answer.model,
             "prompt_version": answer.prompt_version,

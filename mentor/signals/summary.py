@@ -20,6 +20,7 @@ from sqlalchemy import Engine, case, distinct, func, select
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session
 
+from mentor.record import ABANDONED
 from mentor.signals.queries import Filters
 from mentor.signals.tables import FeedbackRow, QuestionRow, ToolCallRow
 
@@ -98,13 +99,14 @@ def summarize(
                 query = query.where(where)
             return list(session.execute(query.group_by(*columns)).all())
 
-        total, people, out_of_scope, grounded = session.execute(
+        total, people, out_of_scope, grounded, abandoned = session.execute(
             filters.apply(
                 select(
                     func.count(),
                     learners,
                     func.coalesce(func.sum(case((QuestionRow.out_of_scope, 1), else_=0)), 0),
                     func.coalesce(func.sum(case((QuestionRow.grounded, 1), else_=0)), 0),
+                    func.coalesce(func.sum(case((QuestionRow.fallback_reason == ABANDONED, 1), else_=0)), 0),
                 )
             )
         ).one()
@@ -133,8 +135,8 @@ def summarize(
         if cohorts.shown("questions_per_section", who):
             questions_per_section.append({"bucket": day, "section_id": section_id, "questions": count, "learners": who})
 
-    def share(count: int) -> float | None:
-        return round(count / total, 4) if total and overall_ok else None
+    def share(count: int, of: int = total) -> float | None:
+        return round(count / of, 4) if of and overall_ok else None
 
     def rated(rows: list[Any], name: str, panel: str) -> list[dict[str, Any]]:
         return [
@@ -165,7 +167,8 @@ def summarize(
             ),
             key=lambda r: (-r["calls"], r["name"]),
         ),
-        "grounded_share": share(int(grounded)),
+        # A stream the learner left was never checked: the share is of the answers that were finished.
+        "grounded_share": share(int(grounded), of=total - int(abandoned)),
         "fallback_reasons": sorted(
             (
                 {"reason": reason, "questions": count, "share": share(count), "learners": who}

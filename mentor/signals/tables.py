@@ -49,6 +49,11 @@ class QuestionRow(SQLModel, table=True):
     text: str = Field(description="The question with personal details removed")
     redactions: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     style: str = Field(max_length=16)
+    channel: str | None = Field(
+        default=None,
+        max_length=16,
+        description="chat, stream, openai, cli or replay: the surface it came through; NULL before it was recorded",
+    )
     engine: str = Field(max_length=32)
     model: str | None = Field(default=None, max_length=200)
     prompt_version: str | None = Field(default=None, max_length=100)

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy import Connection, Engine, bindparam, insert, select, update
@@ -52,6 +52,9 @@ from mentor.signals.tables import (
     QuestionRow,
     ToolCallRow,
 )
+
+if TYPE_CHECKING:
+    from mentor.metrics import Metrics
 
 log = logging.getLogger(__name__)
 LINGER_S = 0.05
@@ -142,8 +145,10 @@ class SignalWriter:
         migrate: bool = True,
         batch_size: int = 200,
         retry_s: float = 1.0,
+        metrics: Metrics | None = None,
     ) -> None:
         self._engine = engine
+        self._metrics = metrics
         self._embed = embed
         self._erased_since = erased_since
         self._may_migrate = migrate
@@ -158,6 +163,7 @@ class SignalWriter:
         self.written = 0
         self.spooled = 0
         self.rejected = 0
+        self._reported = (0, 0, 0)  # written, spooled, rejected as last given to the metrics
         self._migrated = False
 
     def start(self) -> SignalWriter:
@@ -226,6 +232,24 @@ class SignalWriter:
             finally:
                 for _ in items:
                     self._queue.task_done()
+                self._observe()
+
+    def _observe(self) -> None:
+        """Report the backlog; every pass of the loop (at least every 0.2 s) keeps the gauges fresh."""
+        if self._metrics is None:
+            return
+        try:
+            spool_bytes = self._spool.path.stat().st_size
+        except OSError:
+            spool_bytes = 0
+        written, spooled, rejected = self.written, self.spooled, self.rejected
+        self._metrics.signal_writer(queue_depth=self._queue.qsize(), spool_bytes=spool_bytes)
+        self._metrics.signals(
+            written=written - self._reported[0],
+            spooled=spooled - self._reported[1],
+            rejected=rejected - self._reported[2],
+        )
+        self._reported = (written, spooled, rejected)
 
     def _adopt_orphans(self) -> None:
         """Write and remove the spools of processes that died (their lock is free); raises while unavailable."""
@@ -270,6 +294,8 @@ class SignalWriter:
             return question_record(item, embed=self._embed)
         except Exception:  # one result that cannot be made a record must not stop the thread
             log.exception("signal dropped: could not build a record from %s", type(item).__name__)
+            if self._metrics is not None:
+                self._metrics.signals(unbuildable=1)
             return None
 
     def _deliver(self, records: list[dict[str, Any]]) -> None:
@@ -429,4 +455,7 @@ def question_values(record: dict[str, Any]) -> dict[str, Any]:
     values = {k: v for k, v in record.items() if k not in ("type", "question_id", "passages", "tool_calls")}
     values["embedding"] = base64.b64decode(record["embedding"]) if record.get("embedding") else None
     values["created_at"] = datetime.fromisoformat(record["created_at"])
+    # A record spooled before migration 0003 has no channel: without the key, a batch mixing it with newer records
+    # is refused by executemany (every row must name the same columns), then written one by one.
+    values.setdefault("channel", None)
     return values | {"id": record["question_id"]}
