@@ -37,6 +37,11 @@ print(*p['build-system']['requires'], *p['project']['dependencies'], sep='\n')" 
 COPY README.md ./
 COPY mentor ./mentor
 RUN pip install --no-deps --no-build-isolation . && rm -rf build mentor.egg-info
+# The embedding model's ONNX export, made once here (the only step that imports torch): replicas load it with ONNX
+# Runtime and start in about a second, never importing torch (MENTOR_EMBEDDING_BACKEND=onnx, the default).
+ENV MENTOR_MODEL_CACHE_DIR=/opt/mentor/models
+RUN python -c "from mentor.embeddings import make_embedder; from mentor.settings import Settings; \
+make_embedder(Settings()).embed_query('ready')"
 COPY corpus ./corpus
 COPY prompts ./prompts
 # the scope decision's labelled example questions (MENTOR_SCOPE_EXAMPLES, mentor/scope.py)

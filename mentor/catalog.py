@@ -90,7 +90,7 @@ def scope_examples(settings: Settings, embedder: Embedder) -> ScopeExamples:
     """The labelled example questions scope weighs, embedded; none when their weight is 0."""
     if not settings.scope_example_weight:
         return ScopeExamples()
-    return ScopeExamples.load(settings.scope_examples, embedder)
+    return ScopeExamples.load(settings.scope_examples, embedder, cache_dir=settings.model_cache_dir)
 
 
 def sync_catalog(

@@ -6,8 +6,6 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import openai
-
 from mentor.errors import UpstreamError
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -55,6 +53,11 @@ class OpenAIChatModel:
     """An OpenAI-compatible server through the official async SDK; one client per process."""
 
     def __init__(self, *, base_url: str | None, api_key: str | None, model: str | None, timeout_s: float) -> None:
+        # Imported here, not at the top: the SDK's types take ~0.7 s to import, which the offline default (and
+        # every CLI command that builds a runtime) need not pay.
+        import openai
+
+        self._errors = (openai.APIError, ValueError)
         # max_retries=0: a slow or failing model must fall back within the time-out, not retry past it.
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0
@@ -68,7 +71,7 @@ class OpenAIChatModel:
             response = await self._client.chat.completions.create(
                 model=self.name, messages=list(messages), temperature=0, extra_body=_tools_body(tools)
             )
-        except (openai.APIError, ValueError) as exc:
+        except self._errors as exc:
             raise upstream_error(exc) from exc
         if not response.choices:
             raise UpstreamError("malformed_reply", "the language model sent no choices")
@@ -117,7 +120,7 @@ class OpenAIChatModel:
                             if piece.function is not None:
                                 call["name"] += piece.function.name or ""
                                 call["arguments"] += piece.function.arguments or ""
-        except (openai.APIError, ValueError) as exc:
+        except self._errors as exc:
             raise upstream_error(exc) from exc
         yield Completion(
             content="".join(content),
@@ -131,6 +134,8 @@ class OpenAIChatModel:
 
 def upstream_error(exc: Exception) -> UpstreamError:
     """The SDK's failure as mentor's one upstream error, with a short reason for `fallback_reason`."""
+    import openai  # imported already by the client that failed
+
     if isinstance(exc, openai.APITimeoutError):
         return UpstreamError("timeout", "the language model did not answer in time")
     if isinstance(exc, openai.APIStatusError):

@@ -1,7 +1,13 @@
-"""The sentence-transformers embedder behind a small Protocol, so tests and benchmarks can swap it."""
+"""The embedder behind a small Protocol: all-MiniLM-L6-v2 on ONNX Runtime (default) or on torch.
+
+`BatchingEmbedder` holds what does not depend on the backend: the query cache, the natural batching of
+concurrent queries and the length-sorted document batches. A backend supplies `_load` and `_encode`.
+`make_embedder` picks the backend the settings name; the ONNX one lives in `mentor/embedders_onnx.py`.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -14,7 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from mentor.errors import NotReady
-from mentor.settings import PACKAGED_MODEL
+from mentor.settings import PACKAGED_MODEL, Settings
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +37,8 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> np.ndarray: ...
 
 
-class SentenceTransformerEmbedder:
-    """all-MiniLM-L6-v2 (or any local sentence-transformers model), normalised, loaded once per process."""
+class BatchingEmbedder:
+    """A model loaded once per process on first use, with a query cache and natural batching of queries."""
 
     def __init__(
         self,
@@ -60,19 +66,31 @@ class SentenceTransformerEmbedder:
         self._threads = os.cpu_count() or 1
 
     @property
-    def _model(self):  # noqa: ANN202 - SentenceTransformer is imported lazily
-        # Loaded on first use: torch's import costs seconds, and a re-ingest of an unchanged corpus
-        # (or a process that only reads) should not pay it.
+    def _model(self):  # noqa: ANN202 - the backend's model, imported lazily
+        # Loaded on first use: a re-ingest of an unchanged corpus (or a process that only reads) pays nothing.
         if self._loaded is None:
             with self._load_lock:
                 if self._loaded is None:
-                    self._loaded = _load(self._path)
+                    self._loaded = self._load()
         return self._loaded
 
     @property
     def dim(self) -> int:
         """Vector length."""
-        return int(self._model.get_embedding_dimension())
+        raise NotImplementedError
+
+    def _load(self):  # noqa: ANN202
+        """Load the backend's model (once; under the load lock)."""
+        raise NotImplementedError
+
+    def _encode(self, texts: list[str], *, threads: int | None = None) -> np.ndarray:
+        """One batch of texts to unit vectors (float32), on up to `threads` threads."""
+        raise NotImplementedError
+
+    def _forward(self, texts: list[str], *, threads: int | None = None) -> np.ndarray:
+        if self._on_batch is not None:
+            self._on_batch(len(texts))
+        return self._encode(texts, threads=threads)
 
     def embed_documents(self, texts: Sequence[str], *, progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Embed texts in batches of `batch_size`, calling `progress(n)` after each batch.
@@ -84,7 +102,7 @@ class SentenceTransformerEmbedder:
         vectors: np.ndarray | None = None
         for start in range(0, len(order), self.batch_size):
             picked = order[start : start + self.batch_size]
-            batch = self._encode([texts[i] for i in picked])
+            batch = self._forward([texts[i] for i in picked])
             if vectors is None:
                 vectors = np.zeros((len(texts), batch.shape[1]), dtype=np.float32)
             vectors[picked] = batch
@@ -144,7 +162,7 @@ class SentenceTransformerEmbedder:
         try:
             # One thread for queries: two halve nothing on a dozen tokens but double the CPU they burn,
             # which concurrent requests need more.
-            vectors = self._encode(keys, threads=1)
+            vectors = self._forward(keys, threads=1)
         except BaseException as exc:  # every waiter must wake up with the error, even on KeyboardInterrupt
             for _, future in batch:
                 future.set_exception(exc)
@@ -159,12 +177,22 @@ class SentenceTransformerEmbedder:
         for key, future in batch:
             future.set_result(by_key[key])
 
+
+class SentenceTransformerEmbedder(BatchingEmbedder):
+    """all-MiniLM-L6-v2 (or any local sentence-transformers model) on torch, normalised."""
+
+    @property
+    def dim(self) -> int:
+        """Vector length."""
+        return int(self._model.get_embedding_dimension())
+
+    def _load(self):  # noqa: ANN202 - SentenceTransformer is imported lazily: torch's import costs seconds
+        return _load(self._path)
+
     def _encode(self, texts: list[str], *, threads: int | None = None) -> np.ndarray:
         import torch
 
         torch.set_num_threads(threads or self._threads)
-        if self._on_batch is not None:
-            self._on_batch(len(texts))
         vectors = self._model.encode(
             texts,
             batch_size=self.batch_size,
@@ -173,6 +201,58 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return vectors.astype(np.float32, copy=False)
+
+
+def embed_cached(embedder: Embedder, texts: list[str], cache_dir: Path | None, *, kind: str) -> np.ndarray:
+    """`embed_documents(texts)`, read from `cache_dir` when an earlier process embedded the same texts alike.
+
+    For vectors every process needs at start and that change only with their texts or the model (the scope
+    examples, the module's quotable sentences): embedding them again cost each start a second or more.
+    The file is named by a digest of the texts, the model and the backend, and written whole then renamed.
+    """
+    if cache_dir is None:
+        return embedder.embed_documents(texts)
+    digest = hashlib.sha256("\0".join([type(embedder).__name__, embedder.name, *texts]).encode()).hexdigest()
+    path = cache_dir / f"{kind}-{digest[:24]}.npy"
+    try:
+        vectors = np.load(path, allow_pickle=False)
+        if vectors.shape[0] == len(texts):
+            return vectors
+    except (OSError, ValueError):  # not cached yet, or a file cut short: embed again
+        pass
+    vectors = embedder.embed_documents(texts)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        with partial.open("wb") as f:
+            np.save(f, vectors, allow_pickle=False)
+        os.replace(partial, path)  # complete or absent: a reader never sees half a file
+    except OSError as exc:  # a read-only cache costs the next start the embedding, nothing more
+        partial.unlink(missing_ok=True)
+        log.info("vectors not cached in %s (%s)", cache_dir, exc)
+    return vectors
+
+
+def make_embedder(
+    settings: Settings, *, query_cache_size: int = 2048, on_batch: Callable[[int], None] | None = None
+) -> Embedder:
+    """The embedder the settings name: ONNX Runtime (exported once into `model_cache_dir`) or torch."""
+    if settings.embedding_backend == "torch":
+        return SentenceTransformerEmbedder(
+            settings.embedding_model,
+            batch_size=settings.embed_batch_size,
+            query_cache_size=query_cache_size,
+            on_batch=on_batch,
+        )
+    from mentor.embedders_onnx import OnnxEmbedder
+
+    return OnnxEmbedder(
+        settings.embedding_model,
+        cache_dir=settings.model_cache_dir,
+        batch_size=settings.embed_batch_size,
+        query_cache_size=query_cache_size,
+        on_batch=on_batch,
+    )
 
 
 def _load(path: Path):  # noqa: ANN202

@@ -25,7 +25,7 @@ from mentor.chat_model import ChatModel, OpenAIChatModel
 from mentor.conversations import ConversationStore, MemoryConversationStore, MemoryRateLimiter, RateLimiter
 from mentor.corpus import Module
 from mentor.db import make_engine, ping
-from mentor.embeddings import Embedder, SentenceTransformerEmbedder
+from mentor.embeddings import Embedder, make_embedder
 from mentor.engines.extractive import ExtractiveEngine
 from mentor.engines.llm import LLMEngine
 from mentor.errors import ConfigError, NotReady
@@ -211,9 +211,7 @@ def build_runtime(
     # Owner-only: the data directory holds the index, the signals database, the spool and the keys.
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     metrics = metrics or process_metrics()
-    embedder = embedder or SentenceTransformerEmbedder(
-        settings.embedding_model, batch_size=settings.embed_batch_size, on_batch=metrics.embedding_batch_size
-    )
+    embedder = embedder or make_embedder(settings, on_batch=metrics.embedding_batch_size)
     index = connect_index(settings, embedder, owner=settings.sync_index, wait_s=settings.chroma_wait_s)
     report = None
     try:
@@ -281,7 +279,7 @@ def ingest_corpus(
     on_plan: Callable[[int], None] | None = None,
 ) -> tuple[Catalog, IngestReport]:
     """The one-off ingest job: bring the index in line with the corpus and publish its modules (no database)."""
-    embedder = embedder or SentenceTransformerEmbedder(settings.embedding_model, batch_size=settings.embed_batch_size)
+    embedder = embedder or make_embedder(settings)
     if not settings.chroma_url:
         settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     index = connect_index(settings, embedder, owner=True, wait_s=settings.chroma_wait_s)
@@ -386,7 +384,7 @@ def build_chat(
     state = state or LearnerState.build(settings)
     return ChatService(
         catalog=catalog,
-        extractive=ExtractiveEngine(embedder),
+        extractive=ExtractiveEngine(embedder, cache_dir=settings.model_cache_dir),
         llm=llm,
         conversations=state.conversations,
         limiter=state.limiter,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -38,6 +39,17 @@ class Settings(BaseSettings):
     embedding_model: str = Field(
         PACKAGED_MODEL,
         description="sentence-transformers model: the packaged all-MiniLM-L6-v2 by default (offline), or a local path.",
+    )
+    embedding_backend: Literal["onnx", "torch"] = Field(
+        "onnx",
+        description="Where the embedding model runs: onnx (ONNX Runtime, exported once from the model's weights "
+        "into model_cache_dir; the server never imports torch) or torch (sentence-transformers). Both give the "
+        "same vectors to rounding (cosine > 0.99999), so an index built with one serves the other.",
+    )
+    model_cache_dir: Path = Field(
+        default_factory=lambda: Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mentor",
+        description="Directory of the ONNX export of the embedding model, named by the weights' digest and "
+        "shared by every data directory on the machine (default $XDG_CACHE_HOME/mentor or ~/.cache/mentor).",
     )
     embed_batch_size: int = Field(64, ge=1, le=4096, description="Chunks embedded per forward pass at ingest.")
     chunk_size: int = Field(

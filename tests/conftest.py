@@ -27,10 +27,11 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def embedder():
-    """The packaged all-MiniLM-L6-v2, loaded once for the whole session."""
-    from mentor.embeddings import SentenceTransformerEmbedder
+    """The packaged all-MiniLM-L6-v2 on the default backend (ONNX Runtime), loaded once for the whole session."""
+    from mentor.embeddings import make_embedder
+    from mentor.settings import Settings
 
-    return SentenceTransformerEmbedder()
+    return make_embedder(Settings())
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ import uuid
 
 import numpy as np
 
-from mentor.embeddings import SentenceTransformerEmbedder
+from mentor.embedders_onnx import OnnxEmbedder
+from mentor.settings import Settings
 
 THREADS = 8
 DURATION_S = 4.0
@@ -81,8 +82,8 @@ def test_queries_asked_together_get_their_own_vectors(embedder) -> None:
         assert float(got[i] @ alone[i]) > 0.999, text
 
 
-class PoisonedEmbedder(SentenceTransformerEmbedder):
-    """The real embedder, except that a forward pass over a batch holding "poison" fails (a model error)."""
+class PoisonedEmbedder(OnnxEmbedder):
+    """The real (default) embedder, except that a forward pass over a batch holding "poison" fails (a model error)."""
 
     def _encode(self, texts: list[str], *, threads: int | None = None) -> np.ndarray:
         if any("poison" in text for text in texts):
@@ -92,8 +93,7 @@ class PoisonedEmbedder(SentenceTransformerEmbedder):
 
 def test_a_failed_batch_wakes_every_caller_with_the_error_and_the_next_one_leads(embedder) -> None:
     """Callers sharing a failed forward pass all get its error; nobody hangs; later queries still work."""
-    poisoned = PoisonedEmbedder()
-    poisoned._loaded = embedder._model  # the same loaded model; loading it again costs seconds
+    poisoned = PoisonedEmbedder(cache_dir=Settings().model_cache_dir)  # the cached export: loads in a second
     texts = [f"poison {uuid.uuid4().hex}"] + [f"what does ZeRO stage {i} shard, {uuid.uuid4().hex}" for i in range(9)]
     outcomes: dict[int, object] = {}
     barrier = threading.Barrier(len(texts))

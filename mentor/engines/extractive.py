@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from mentor.answer import Answer, Citation, Question, ToolCall
 from mentor.corpus import Chunk
-from mentor.embeddings import Embedder
+from mentor.embeddings import Embedder, embed_cached
 from mentor.engines.planner import PlannedCall
 from mentor.engines.selection import (
     ASKS_ABOUT_MODULE,
@@ -69,8 +70,9 @@ class ExtractiveEngine:
 
     name = ENGINE
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, *, cache_dir: Path | None = None) -> None:
         self._embedder = embedder
+        self._cache_dir = cache_dir  # where `warm` keeps the units' vectors for the next process
         # Chunk ids are content hashes, so a chunk's units and vectors never change: every engine on the same
         # embedder in a process (a reloaded catalog, a test's app) shares them instead of embedding them again.
         self._units, self._lock = _unit_cache(embedder)
@@ -241,7 +243,7 @@ class ExtractiveEngine:
         cold = [c for c in chunks if c.id not in self._units]
         units = [split_units(c.text) for c in cold]
         flat = [u.text for part in units for u in part]
-        vectors = self._embedder.embed_documents(flat) if flat else np.zeros((0, 1))
+        vectors = embed_cached(self._embedder, flat, self._cache_dir, kind="units") if flat else np.zeros((0, 1))
         start = 0
         with self._lock:
             for chunk, part in zip(cold, units, strict=True):
