@@ -40,8 +40,11 @@ RUN pip install --no-deps --no-build-isolation . && rm -rf build mentor.egg-info
 # The embedding model's ONNX export, made once here (the only step that imports torch): replicas load it with ONNX
 # Runtime and start in about a second, never importing torch (MENTOR_EMBEDDING_BACKEND=onnx, the default).
 ENV MENTOR_MODEL_CACHE_DIR=/opt/mentor/models
+# The replicas' user owns the directory: the vectors every start needs (scope examples, the modules' sentences) are
+# cached there on the first start.
 RUN python -c "from mentor.embeddings import make_embedder; from mentor.settings import Settings; \
-make_embedder(Settings()).embed_query('ready')"
+make_embedder(Settings()).embed_query('ready')" \
+    && chown -R mentor /opt/mentor/models
 COPY corpus ./corpus
 COPY prompts ./prompts
 # the scope decision's labelled example questions (MENTOR_SCOPE_EXAMPLES, mentor/scope.py)
