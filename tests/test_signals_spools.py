@@ -180,3 +180,13 @@ def test_an_erasure_on_another_replica_waits_for_a_write_under_way_then_deletes_
         assert session.exec(select(QuestionRow.id).where(QuestionRow.learner_id == erased)).all() == []
         assert session.exec(select(LearnerRow.id).where(LearnerRow.id == erased)).all() == []
     engine.dispose()
+
+
+def test_the_writer_brings_the_schema_up_when_it_starts_not_inside_a_request(tmp_path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'signals.db'}")
+    assert schema_behind(engine) is not None
+    writer = SignalWriter(engine, tmp_path / "spool" / "live.jsonl").start()
+    try:  # no record submitted: the check ran on its own, before the first learner's question needs the writer
+        assert wait_for(lambda: schema_behind(engine) is None, timeout_s=30)
+    finally:
+        writer.stop()

@@ -74,13 +74,14 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.settings = settings
         app.state.runtime = built = runtime or await asyncio.to_thread(build_runtime, settings)
+        # The writer first: its schema check then runs while the stages warm, not inside a learner's request.
+        writer = built.writer.start()
         # Load the embedding model and run every stage once now, not on the first learner's question.
         await asyncio.to_thread(built.embedder.embed_query, "warm up")
         try:
             await asyncio.to_thread(built.chat.warm)
         except Exception:  # a slower first answer is better than no service
             log.exception("warming the answer stages failed; the first questions will be slower")
-        writer = built.writer.start()
         log.info("mentor ready: %s (%s)", built.catalog.describe(), built.ingest_report or "as published in the index")
         # A shared index is watched: a module another process ingested is served within one interval.
         watching = bool(settings.chroma_url) and settings.reload_interval_s > 0
