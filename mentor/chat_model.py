@@ -63,6 +63,8 @@ class OpenAIChatModel:
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0
         )
         self.name = model or DEFAULT_MODEL
+        # The SDK imports its chat resources on first use (~60 ms): here, at start, not in the first answer.
+        _ = self._client.chat.completions
 
     async def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> Completion:
         """One assistant turn without streaming: a single response to parse instead of one object per chunk,

@@ -15,9 +15,11 @@ from mentor.retrieve import Retriever, index_modules
 from mentor.settings import Settings
 
 
-def bench_settings(*, data_dir: Path, corpus_dir: Path) -> Settings:
-    """mentor's defaults, not this shell's MENTOR_* variables: the servers under test get a clean environment too."""
-    return Settings.model_construct(data_dir=data_dir, corpus_dir=corpus_dir)
+def bench_settings(*, data_dir: Path, corpus_dir: Path, backend: str | None = None) -> Settings:
+    """mentor's defaults, not this shell's MENTOR_* variables: the servers under test get a clean environment too.
+    `backend` names the embedding backend (default: mentor's default)."""
+    settings = Settings.model_construct(data_dir=data_dir, corpus_dir=corpus_dir)
+    return settings.model_copy(update={"embedding_backend": backend}) if backend else settings
 
 
 @dataclass

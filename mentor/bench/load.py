@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 import httpx
 
 from mentor.bench.procs import ROOT, clean_env, cpu_seconds, python_code
-from mentor.bench.questions import QUESTIONS
+from mentor.bench.questions import QUESTIONS, question_for
 
 REQUEST_TIMEOUT_S = 60.0
 # What the stub is sent when measured alone: about the size of mentor's real prompt (system rules, four
@@ -40,9 +40,10 @@ class LoadSpec:
     requests: int
     repetitions: int
     warmup: int
-    # Make every question text new (mentor's query cache never answers), keeping its meaning and scope;
-    # `first_index` keeps the texts of one run apart from those of earlier runs.
-    distinct_questions: bool = False
+    # What is asked (mentor.bench.questions): "repeat" (the curated questions in turn), "new" (every question new
+    # to every cache) or "mix" (popular questions repeat, most are new). `first_index` is the first new question
+    # of this run: runs sent to one server get disjoint ranges, so no new question is ever sent to it twice.
+    workload: str = "repeat"
     first_index: int = 0
 
 
@@ -119,12 +120,8 @@ async def batch(client: httpx.AsyncClient, send: Sender, spec: LoadSpec, *, star
 
 
 def question(index: int, spec: LoadSpec) -> str:
-    """The questions in turn. For distinct questions a unique tail of "?" and "!" (the request number in binary)
-    makes the text new to every cache, while retrieval tokens, scope and calculator plans stay the same."""
-    text = QUESTIONS[index % len(QUESTIONS)]
-    if not spec.distinct_questions:
-        return text
-    return text + format(spec.first_index + index + 1, "b").replace("0", "?").replace("1", "!")
+    """Request `index` of the run (warm-up included) under the spec's workload."""
+    return question_for(spec.workload, index, spec.first_index)
 
 
 def learner(index: int, seat: int) -> str:

@@ -3,9 +3,13 @@
 1. Index the corpus with mentor's own ingest (timed) into a temporary directory.
 2. Start a stub OpenAI-compatible LLM, `mentor serve` with the LLM engine and with the extractive engine, and
    the LangChain baseline over the same Chroma data, each in its own process on 127.0.0.1.
-3. At each concurrency, load the stub alone, then each server, from a separate load-generator process.
-4. Stop every process (also on error), then measure ingest and retrieval against generated corpora.
-5. Write results.json and results.md into the directory the caller names.
+3. At each concurrency, load the stub alone, then each server under each workload (repeated, every question new,
+   the realistic mix: `mentor.bench.questions`), from a separate load-generator process. mentor and the baseline
+   get the same question texts in the same order.
+4. Stop the mentor servers; on the quieter machine, time the first answer of a freshly started `mentor serve`,
+   `mentor --help` and a cold `mentor ask`, and the stages of one new question for each embedding backend.
+5. Stop every process (also on error), then measure ingest and retrieval against generated corpora.
+6. Write results.json and results.md into the directory the caller names.
 
 The LangChain baseline needs the dev extra (`langchain-chroma`, `langchain-openai`); without it `run_bench` stops
 before anything starts, with one sentence saying what to install or to run without the baseline.
@@ -14,7 +18,6 @@ before anything starts, with one sentence saying what to install or to run witho
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import sqlite3
 import statistics
@@ -28,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mentor.bench.cold import cli_times, first_answers
 from mentor.bench.load import LoadSpec, measure
+from mentor.bench.plan import PLAN, PRESETS, STAGE_BACKENDS
 from mentor.bench.procs import (
     ROOT,
     clean_env,
@@ -42,8 +47,16 @@ from mentor.bench.procs import (
     stop,
     wait_ready,
 )
-from mentor.bench.questions import QUESTIONS
-from mentor.bench.report import render_markdown
+from mentor.bench.questions import (
+    MIX_REPEAT_SHARE,
+    MIX_ZIPF_S,
+    QUESTIONS,
+    NewQuestions,
+    new_capacity,
+    repeat_share,
+)
+from mentor.bench.stages import STAGE_WARMUP, StageSpec, stage_breakdown
+from mentor.bench.summary import assemble, write_results
 from mentor.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -52,22 +65,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Sized so --quick stays well under five minutes on a 2-core machine and the full run under ~15.
-PRESETS = {
-    True: {"requests_per_level": 64, "repetitions": 3, "ingest_modules": (1, 20)},
-    False: {"requests_per_level": 192, "repetitions": 5, "ingest_modules": (1, 20, 200)},
-}
-# (result name, load-generator kind, server, every question new): the order each level is measured in.
-PLAN = (
-    ("stub", "stub", "stub", False),
-    ("mentor_llm", "mentor", "mentor_llm", False),
-    ("mentor_llm_stream", "mentor_stream", "mentor_llm", False),
-    # The questions repeat, so mentor's query-embedding cache answers them; this run shows mentor without it.
-    ("mentor_llm_uncached", "mentor", "mentor_llm", True),
-    ("mentor_extractive", "mentor", "mentor_extractive", False),
-    ("baseline", "baseline", "baseline", False),
-)
-LLM_CONFIGS = ("mentor_llm", "mentor_llm_stream", "mentor_llm_uncached")
 # The baseline's own packages (module, distribution): the dev extra, not installed by `make serve`.
 BASELINE_PACKAGES = (("langchain_chroma", "langchain-chroma"), ("langchain_openai", "langchain-openai"))
 
@@ -96,18 +93,25 @@ def run_bench(
     stub_tool_call: bool = False,
     search_questions: int | None = None,
     corpus_dir: Path | None = None,
+    backend: str | None = None,
+    stage_backends: Sequence[str] = STAGE_BACKENDS,
+    stage_questions: int | None = None,
+    first_answer_runs: int | None = None,
+    ask_runs: int | None = None,
     on_plan: Callable[[int], None] | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> dict:
     """Measure mentor against the stub LLM and the LangChain baseline; write results.json and results.md.
 
-    `requests_per_level`, `repetitions` and `ingest_modules` default to the quick or full preset; `warmup`
-    (unmeasured requests before each measured run) defaults to max(2 x concurrency, one pass over the
-    questions capped at requests_per_level), and to 2 x concurrency when every question is new.
-    `ingest_modules` are corpus sizes: 1 is the seed corpus, larger sizes add generated variants of it.
-    `search_questions` limits how many questions are timed against each corpus size in the retrieval
-    measurement (default: all). `on_plan(steps)` is called once with the number of steps, then `on_step(what)`
-    as each one starts (progress for a terminal; the same lines are logged at INFO).
+    `requests_per_level`, `repetitions`, `ingest_modules`, `stage_questions`, `first_answer_runs` and `ask_runs`
+    default to the quick or full preset; `warmup` (unmeasured requests before each measured run) defaults to
+    max(2 x concurrency, one pass over the questions capped at requests_per_level) for repeated questions, and
+    to 2 x concurrency when questions are new. `ingest_modules` are corpus sizes: 1 is the seed corpus, larger
+    sizes add generated variants of it. `search_questions` is how many new questions are timed against each
+    corpus size in the retrieval measurement (default 40). `backend` is the embedding backend of the servers and
+    of the ingest (default: mentor's default); `stage_backends` are those the per-stage breakdown runs (each in
+    its own process; empty: none). `on_plan(steps)` is called once with the number of steps, then
+    `on_step(what)` as each one starts (progress for a terminal; the same lines are logged at INFO).
     """
     if include_baseline:
         require_baseline_packages()
@@ -116,46 +120,62 @@ def run_bench(
     reps = repetitions or preset["repetitions"]
     sizes = sorted(set(ingest_modules or preset["ingest_modules"]) | {1})
     corpus_dir = (corpus_dir or ROOT / "corpus").resolve()
+    from mentor.bench.ingest import bench_settings
+
+    backend = backend or bench_settings(data_dir=Path(), corpus_dir=corpus_dir).embedding_backend
     params = {
         "quick": quick,
         "concurrencies": list(concurrencies),
         "requests_per_level": requests,
         "repetitions": reps,
-        "warmup": {str(c): warmup_for(c, warmup, requests) for c in concurrencies},
+        "warmup": {
+            workload: {str(c): warmup_for(c, warmup, requests, workload=workload) for c in concurrencies}
+            for workload in ("repeat", "new")
+        },
         "ingest_modules": sizes,
         "stub_token_delay_s": stub_token_delay_s,
         "stub_tool_call": stub_tool_call,
         "questions": len(QUESTIONS),
+        "new_questions": new_capacity(),
+        "mix": {"repeat_share": MIX_REPEAT_SHARE, "zipf_s": MIX_ZIPF_S, "popular_questions": len(QUESTIONS)},
         "search_questions": search_questions or len(QUESTIONS),
+        "embedding_backend": backend,
+        "stage_backends": list(stage_backends),
+        "stage_questions": stage_questions or preset["stage_questions"],
+        "first_answer_runs": first_answer_runs or preset["first_answer_runs"],
+        "ask_runs": ask_runs or preset["ask_runs"],
     }
     machine = machine_info()
     configs_per_level = sum(
         1
-        for _name, _kind, server, _distinct in PLAN
+        for _name, _kind, server, _workload in PLAN
         if (server != "mentor_extractive" or include_extractive) and (server != "baseline" or include_baseline)
     )
-    # model, seed index, servers; each configuration at each level; each corpus size; the results files
+    # model, seed index, servers; each configuration at each level; first answer, CLI; each stage backend;
+    # each corpus size; the results files
     if on_plan is not None:
-        on_plan(3 + configs_per_level * len(concurrencies) + len(sizes) + 1)
+        on_plan(3 + configs_per_level * len(concurrencies) + 2 + len(stage_backends) + len(sizes) + 1)
 
     def step(what: str) -> None:
         log.info("bench: %s", what)
         if on_step is not None:
             on_step(what)
 
+    new = NewQuestions()
     started, busy_before, own_before = time.perf_counter(), machine_busy_seconds(), own_cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="mentor-bench-") as tmp:
         work = Path(tmp)
-        from mentor.bench.ingest import bench_settings, ingest
-        from mentor.embeddings import SentenceTransformerEmbedder
+        from mentor.bench.ingest import ingest
+        from mentor.embeddings import make_embedder
 
         step("loading the embedding model")
-        embedder = SentenceTransformerEmbedder()
+        seed_settings = bench_settings(data_dir=work / "seed", corpus_dir=corpus_dir, backend=backend)
+        embedder = make_embedder(seed_settings)
         model_started = time.perf_counter()
         embedder.embed_query("warm up")
         model_load_s = time.perf_counter() - model_started
         step("indexing the seed corpus")
-        seed = ingest(bench_settings(data_dir=work / "seed", corpus_dir=corpus_dir), embedder)
+        seed = ingest(seed_settings, embedder)
         with contextlib.ExitStack() as stack:  # every process started below is stopped, whatever happens
             step("starting the servers")
             servers = start_servers(
@@ -168,16 +188,51 @@ def run_bench(
                 include_extractive=include_extractive,
                 stub_token_delay_s=stub_token_delay_s,
                 stub_tool_call=stub_tool_call,
+                backend=backend,
             )
             configs = measure_servers(
-                servers, concurrencies, requests=requests, repetitions=reps, warmup=warmup, step=step
+                servers, concurrencies, requests=requests, repetitions=reps, warmup=warmup, new=new, step=step
             )
             peak_rss = {name: peak_rss_mb(s.process.pid) for name, s in servers.items()}
+            # The rest is timed on a quieter machine: only the idle stub and baseline stay up.
+            for name in ("mentor_llm", "mentor_extractive"):
+                if name in servers:
+                    stop(servers[name].process)
+            stub_v1 = f"{servers['stub'].url}/v1"
+            cold = measure_cold(
+                work,
+                corpus_dir=corpus_dir,
+                stub_v1=stub_v1,
+                backend=backend,
+                new=new,
+                first_runs=params["first_answer_runs"],
+                ask_runs=params["ask_runs"],
+                step=step,
+            )
+            stages = {}
+            for stage_backend in stage_backends:
+                step(f"stages of a new question, {stage_backend} backend")
+                count = params["stage_questions"] + STAGE_WARMUP
+                stages[stage_backend] = stage_breakdown(
+                    StageSpec(
+                        backend=stage_backend,
+                        corpus_dir=str(corpus_dir),
+                        llm_base_url=stub_v1,
+                        staged=new.texts(count),
+                        end_to_end=new.texts(count),
+                    )
+                )
         databases = {"mentor_llm": work / "mentor_llm" / "mentor.db", "baseline": work / "baseline.db"}
         rows_written = {name: count_rows(path) for name, path in databases.items() if path.exists()}
-        questions = QUESTIONS[: search_questions or len(QUESTIONS)]
         ingest_runs, retrieval = measure_ingest(
-            work, seed, sizes, corpus_dir, embedder, questions, passes=reps, step=step
+            work,
+            seed,
+            sizes,
+            corpus_dir,
+            embedder,
+            new.texts(params["search_questions"]),
+            passes=reps,
+            step=step,
         )
     duration_s = time.perf_counter() - started
     # CPU the machine spent on anything but this run: other people's work makes every figure noisier.
@@ -193,6 +248,8 @@ def run_bench(
         retrieval=retrieval,
         model_load_s=model_load_s,
         stub_calls=2 if stub_tool_call else 1,
+        cold=cold,
+        stages=stages,
     )
     results["duration_s"] = duration_s
     step(f"writing {out_dir / 'results.json'}")
@@ -217,13 +274,37 @@ def require_baseline_packages() -> None:
         )
 
 
-def warmup_for(concurrency: int, warmup: int | None, requests: int, *, distinct: bool = False) -> int:
+def warmup_for(concurrency: int, warmup: int | None, requests: int, *, workload: str = "repeat") -> int:
     """Unmeasured requests first: one pass over the questions fills mentor's caches, as in steady state."""
     if warmup is not None:
         return warmup
-    if distinct:  # nothing to fill: new questions are never cached; just open the connections
+    if workload != "repeat":  # new questions fill nothing, and the mix's popular ones are hot already: just connect
         return 2 * concurrency
     return max(2 * concurrency, min(len(QUESTIONS), requests))
+
+
+def mentor_env(work: Path, name: str, *, corpus_dir: Path, port: int, llm_env: dict[str, str], backend: str) -> dict:
+    """The environment of a `mentor` process under test: its own data directory, mentor's defaults otherwise."""
+    return clean_env(
+        MENTOR_DATA_DIR=str(work / name),
+        MENTOR_CORPUS_DIR=str(corpus_dir),
+        MENTOR_PROMPTS_DIR=str(ROOT / "prompts"),
+        MENTOR_HOST="127.0.0.1",
+        MENTOR_PORT=str(port),
+        MENTOR_RATE_LIMIT_PER_MINUTE="10000",
+        # Access logs off for both mentor and the baseline: the terminal is not what is measured.
+        MENTOR_LOG_LEVEL="warning",
+        MENTOR_EMBEDDING_BACKEND=backend,
+        **llm_env,
+    )
+
+
+def stub_env(stub_v1: str) -> dict[str, str]:
+    """mentor's LLM engine pointed at the stub."""
+    return {"MENTOR_LLM_BASE_URL": stub_v1, "MENTOR_LLM_MODEL": "stub"}
+
+
+SERVE_ARGV = (sys.executable, "-m", "mentor.cli", "serve")
 
 
 def start_servers(
@@ -237,6 +318,7 @@ def start_servers(
     include_extractive: bool,
     stub_token_delay_s: float,
     stub_tool_call: bool,
+    backend: str,
 ) -> dict[str, Server]:
     """Start all servers at once (their start-up overlaps), register their shutdown, wait until each is ready."""
     servers: dict[str, Server] = {}
@@ -255,23 +337,13 @@ def start_servers(
     )
     launch("stub", port, python_code(stub_code), clean_env(), "/v1/models")
     stub_v1 = f"{servers['stub'].url}/v1"
-    engines = {"mentor_llm": {"MENTOR_LLM_BASE_URL": stub_v1, "MENTOR_LLM_MODEL": "stub"}}
+    engines = {"mentor_llm": stub_env(stub_v1)}
     if include_extractive:
         engines["mentor_extractive"] = {}
     for name, llm_env in engines.items():
         port = free_port()
-        env = clean_env(
-            MENTOR_DATA_DIR=str(work / name),
-            MENTOR_CORPUS_DIR=str(corpus_dir),
-            MENTOR_PROMPTS_DIR=str(ROOT / "prompts"),
-            MENTOR_HOST="127.0.0.1",
-            MENTOR_PORT=str(port),
-            MENTOR_RATE_LIMIT_PER_MINUTE="10000",
-            # Access logs off for both mentor and the baseline: the terminal is not what is measured.
-            MENTOR_LOG_LEVEL="warning",
-            **llm_env,
-        )
-        launch(name, port, [sys.executable, "-m", "mentor.cli", "serve"], env, "/readyz")
+        env = mentor_env(work, name, corpus_dir=corpus_dir, port=port, llm_env=llm_env, backend=backend)
+        launch(name, port, list(SERVE_ARGV), env, "/readyz")
     if include_baseline:
         port = free_port()
         argv = python_code("from mentor.bench.baseline import main; main()") + [
@@ -295,17 +367,25 @@ def measure_servers(
     requests: int,
     repetitions: int,
     warmup: int | None,
+    new: NewQuestions,
     step: Callable[[str], None],
 ) -> dict[str, dict]:
-    """Every configuration at every concurrency; levels outermost so slow drift affects all alike."""
+    """Every configuration at every concurrency; levels outermost so slow drift affects all alike.
+
+    New questions are never sent twice to one server (a cache would answer them): each level's "new" and "mix"
+    runs take fresh ranges from `new`, and the baseline's run of a workload gets the very texts mentor's got.
+    """
     configs: dict[str, dict] = {}
-    distinct_sent = 0  # distinct questions never repeat across runs, or the cache would answer them
     for concurrency in concurrencies:
-        for name, kind, server_name, distinct in PLAN:
+        first_new: dict[str, int] = {}  # workload -> first new question of this level, shared by both servers
+        for name, kind, server_name, workload in PLAN:
             server = servers.get(server_name)
             if server is None:
                 continue
             step(f"{name} at concurrency {concurrency}")
+            spec_warmup = warmup_for(concurrency, warmup, requests, workload=workload)
+            if workload != "repeat" and workload not in first_new:
+                first_new[workload] = new.take(spec_warmup + requests * repetitions)
             spec = LoadSpec(
                 kind=kind,
                 base_url=server.url + ("/v1" if kind == "stub" else ""),
@@ -313,14 +393,47 @@ def measure_servers(
                 concurrency=concurrency,
                 requests=requests,
                 repetitions=repetitions,
-                warmup=warmup_for(concurrency, warmup, requests, distinct=distinct),
-                distinct_questions=distinct,
-                first_index=distinct_sent,
+                warmup=spec_warmup,
+                workload=workload,
+                first_index=first_new.get(workload, 0),
             )
-            if distinct:
-                distinct_sent += spec.warmup + spec.requests * spec.repetitions
-            configs.setdefault(name, {"levels": {}})["levels"][str(concurrency)] = aggregate(measure(spec))
+            level = aggregate(measure(spec))
+            level["workload"] = workload
+            if workload != "repeat":
+                level["first_new"] = spec.first_index
+            if workload == "mix":  # the share of measured requests (warm-up excluded) that asked a popular question
+                level["repeat_share"] = repeat_share(spec_warmup, requests * repetitions)
+            configs.setdefault(name, {"levels": {}})["levels"][str(concurrency)] = level
     return configs
+
+
+def measure_cold(
+    work: Path,
+    *,
+    corpus_dir: Path,
+    stub_v1: str,
+    backend: str,
+    new: NewQuestions,
+    first_runs: int,
+    ask_runs: int,
+    step: Callable[[str], None],
+) -> dict:
+    """The first answers of a restarted `mentor serve` and the CLI's wall times, on the LLM server's data directory
+    (ingested, its server stopped), with new questions."""
+    step("first answer of a freshly started mentor serve")
+    port = free_port()
+    env = mentor_env(work, "mentor_llm", corpus_dir=corpus_dir, port=port, llm_env=stub_env(stub_v1), backend=backend)
+    first = first_answers(
+        SERVE_ARGV,
+        env=env,
+        url=f"http://127.0.0.1:{port}",
+        questions=new.texts(2 * first_runs),
+        runs=first_runs,
+        log_dir=work / "logs",
+    )
+    step("mentor --help and a cold mentor ask")
+    cli = cli_times(env=env, questions=new.texts(ask_runs))
+    return {"first_answer": first, "cli": cli}
 
 
 def aggregate(summaries: list[dict]) -> dict:
@@ -356,14 +469,15 @@ def measure_ingest(
     passes: int,
     step: Callable[[str], None],
 ) -> tuple[list[dict], list[dict]]:
-    """Ingest figures for each corpus size, and `Retriever.search` latency for the seed module in each."""
+    """Ingest figures for each corpus size, and `Retriever.search` latency for the seed module in each, over new
+    questions (the same ones for every size)."""
     from mentor.bench.corpus_gen import generate_corpus
     from mentor.bench.ingest import bench_settings, ingest, retrieval_latency
     from mentor.corpus import load_corpus
-    from mentor.embeddings import SentenceTransformerEmbedder
+    from mentor.embeddings import make_embedder
 
     module_id = load_corpus(corpus_dir)[0].id
-    uncached = SentenceTransformerEmbedder(query_cache_size=0)  # every query pays its forward pass
+    uncached = make_embedder(seed.settings, query_cache_size=0)  # every query pays its forward pass
     uncached.embed_query("warm up")
     ingest_runs, retrieval = [], []
     for size in sizes:
@@ -373,124 +487,12 @@ def measure_ingest(
         else:
             step(f"ingest and retrieval over a generated corpus of {size} modules")
             generated = generate_corpus(corpus_dir, work / f"corpus-{size}", size)
-            index = ingest(bench_settings(data_dir=work / f"data-{size}", corpus_dir=generated), embedder)
+            settings = bench_settings(
+                data_dir=work / f"data-{size}", corpus_dir=generated, backend=seed.settings.embedding_backend
+            )
+            index = ingest(settings, embedder)
         ingest_runs.append(index.figures)
         retrieval.append(
             retrieval_latency(index, module_id, questions, cached=embedder, uncached=uncached, passes=passes)
         )
     return ingest_runs, retrieval
-
-
-def assemble(
-    *,
-    machine: dict,
-    params: dict,
-    configs: dict,
-    peak_rss: dict,
-    rows_written: dict,
-    ingest_runs: list[dict],
-    retrieval: list[dict],
-    model_load_s: float,
-    stub_calls: int,
-) -> dict:
-    """The result document: headline figures first, then every measurement behind them."""
-    low, high = str(min(params["concurrencies"])), str(max(params["concurrencies"]))
-
-    def median(config: str, level: str, key: str) -> float | None:
-        metric = configs.get(config, {}).get("levels", {}).get(level, {}).get(key)
-        return None if metric is None else metric["median"]
-
-    for name, config in configs.items():
-        server = "mentor_llm" if name in LLM_CONFIGS else name
-        config["peak_rss_mb"] = peak_rss.get(server)
-        if name in (*LLM_CONFIGS, "baseline"):
-            calls = stub_calls if name.startswith("mentor") else 1
-            config["overhead_ms"] = {
-                level: {
-                    q: median(name, level, f"{q}_ms") - calls * median("stub", level, f"{q}_ms")
-                    for q in ("p50", "p95", "p99")
-                }
-                for level in config["levels"]
-            }
-
-    def ratio(config: str) -> float | None:
-        mentor, baseline = median(config, high, "rps"), median("baseline", high, "rps")
-        return mentor / baseline if mentor and baseline else None
-
-    ttft = median("mentor_llm_stream", low, "ttft_p50_ms")
-    stub_ttft = median("stub", low, "ttft_p50_ms")
-    largest = ingest_runs[-1]
-    errors = {name: sum(level["errors"] for level in c["levels"].values()) for name, c in configs.items()}
-    results = {
-        "throughput_ratio_vs_baseline": ratio("mentor_llm"),
-        "throughput_ratio_vs_baseline_uncached": ratio("mentor_llm_uncached"),
-        "throughput_concurrency": int(high),
-        "overhead_p50_ms": configs["mentor_llm"]["overhead_ms"][low]["p50"],
-        "overhead_p99_ms": configs["mentor_llm"]["overhead_ms"][low]["p99"],
-        "overhead_p50_ms_uncached": configs["mentor_llm_uncached"]["overhead_ms"][low]["p50"],
-        "overhead_concurrency": int(low),
-        "ttft_overhead_p50_ms": ttft - stub_ttft if ttft is not None and stub_ttft is not None else None,
-        "peak_rss_mb": peak_rss["mentor_llm"],
-        "ingest": {
-            "seed": ingest_runs[0],
-            "generated": largest if largest["modules"] > 1 else None,
-            "by_size": ingest_runs,
-            "embedding_model_load_s": model_load_s,
-        },
-        "retrieval": retrieval,
-        "configs": configs,
-        "rows_written": rows_written,
-        "errors": errors,
-        "machine": machine,
-        "params": params,
-    }
-    results["notes"] = notes(results, stub_calls)
-    return results
-
-
-def notes(results: dict, stub_calls: int) -> list[str]:
-    """What a reader needs to interpret the numbers honestly."""
-    params = results["params"]
-    found = [
-        f"Medians of {params['repetitions']} repetitions of {params['requests_per_level']} requests per level "
-        "(min-max in brackets); warm-up requests are excluded from latency and CPU.",
-        f"Overhead = latency - stub latency x {stub_calls} LLM call(s) per question, at the same concurrency.",
-        "The stub LLM is mentor.stub_llm.serve_stub, whose reply quotes a sentence of passage [1] verbatim, so "
-        "mentor's grounding check accepts it and the LLM path (not the extractive fallback) is what is measured.",
-        f"The stub, the load generator and the server under test share this machine's "
-        f"{results['machine']['cores']} cores.",
-        f"The {params['questions']} questions repeat, so after warm-up mentor's query-embedding cache answers every "
-        "question; the baseline embeds each one. In 'every question new' each text gets a unique tail of '?' and '!', "
-        "so no cache answers it.",
-        "At concurrency above 1, overhead includes queueing in the server (the stub alone queues far less).",
-    ]
-    rows = results["rows_written"]
-    if rows:
-        found.append(
-            "Database rows written during the run (warm-up included): "
-            + ", ".join(f"{name} {count}" for name, count in rows.items())
-            + " (the baseline writes one row per question)."
-        )
-    for name in LLM_CONFIGS:
-        answered = Counter()
-        for level in results["configs"].get(name, {}).get("levels", {}).values():
-            answered.update(level["answered_by"])
-        if set(answered) - {"llm"}:
-            found.append(f"Not every {name} answer came from the LLM engine as intended: {dict(answered)}.")
-    if params["quick"] and max(params["ingest_modules"]) < 200:
-        found.append(f"Quick mode: the 200-module ingest is replaced by {max(params['ingest_modules'])} modules.")
-    if results["machine"]["other_cpu_share"] > 0.05:
-        found.append(
-            f"Other processes used {results['machine']['other_cpu_share']:.0%} of the machine's CPU during the run: "
-            "expect noisier, slower figures than on a quiet machine."
-        )
-    if any(results["errors"].values()):
-        found.append(f"Requests failed: {results['errors']}.")
-    return found
-
-
-def write_results(results: dict, out_dir: Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    (out_dir / "results.md").write_text(render_markdown(results), encoding="utf-8")
-    log.info("bench: wrote %s and %s", out_dir / "results.json", out_dir / "results.md")
