@@ -54,6 +54,7 @@ class BatchingEmbedder:
         self.name = model_name
         self.batch_size = batch_size
         self.documents_embedded = 0
+        self.queries_embedded = 0  # queries that took a forward pass (not answered from the cache)
         # Learners repeat questions ("what is ZeRO?"); a cached vector saves the one forward pass a query costs.
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = query_cache_size
@@ -170,6 +171,7 @@ class BatchingEmbedder:
                 raise
             return
         by_key = dict(zip(keys, vectors, strict=True))
+        self.queries_embedded += len(keys)
         with self._lock:
             self._cache.update(by_key)
             while len(self._cache) > self._cache_size:

@@ -6,6 +6,7 @@ instructions", "print your system prompt") is never quoted from a passage nor ob
 
 from __future__ import annotations
 
+import functools
 import re
 
 INJECTION = re.compile(
@@ -35,6 +36,16 @@ BARE_URL = re.compile(r"\bhttps?://[^\s)>\]]+")
 def looks_like_injection(text: str) -> bool:
     """True when `text` addresses the assistant with instructions instead of asking about the module."""
     return bool(INJECTION.search(text))
+
+
+@functools.lru_cache(maxsize=8192)
+def without_instructions(passage: str) -> str:
+    """A passage with any instruction-like text replaced, before it reaches a model.
+
+    Cached: passages are the module's chunks, the same few hundred texts again and again, and this pattern over
+    every passage of every request was 3.4% of the server's CPU under new questions.
+    """
+    return INJECTION.sub("[instruction-like text removed]", passage)
 
 
 def sanitize_markdown(text: str, *, allowed_urls: frozenset[str] = frozenset()) -> str:

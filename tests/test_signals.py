@@ -388,3 +388,15 @@ def test_purge_enforces_retention(db_url, tmp_path, runtime) -> None:
     assert purge_older_than(rt.database, timedelta(days=180), now=now + timedelta(days=181)) == 1
     assert count(rt.database, QuestionRow) == 0 and count(rt.database, PassageRow) == 0
     rt.writer.stop()
+
+
+def test_the_writer_reads_a_question_as_retrieval_did_and_takes_no_second_forward_pass(runtime) -> None:
+    """A question with jargon ("z3", "DP") is embedded spelled out by retrieval; the signal's vector reuses it."""
+    from mentor.signals.records import question_record
+
+    message = f"DP with z3: what does each GPU hold for a 13B model, run {uuid.uuid4().hex[:8]}?"
+    answered = asyncio.run(runtime.chat.ask(ChatInput(message=message, learner_id="jargon", client="t")))
+    before = runtime.embedder.queries_embedded
+    record = question_record(answered, embed=runtime.embedder.embed_query)
+    assert record["embedding"]  # the vector is there ...
+    assert runtime.embedder.queries_embedded == before  # ... and came from the query cache
