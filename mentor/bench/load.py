@@ -10,16 +10,15 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import subprocess
 import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import httpx
 
-from mentor.bench.procs import ROOT, clean_env, cpu_seconds, python_code
+from mentor.bench.procs import cpu_seconds, run_child
 from mentor.bench.questions import QUESTIONS, question_for
 
 REQUEST_TIMEOUT_S = 60.0
@@ -59,18 +58,7 @@ class Sample:
 
 def measure(spec: LoadSpec, *, timeout_s: float = 900.0) -> list[dict]:
     """Run one load spec in a child process and return its per-repetition summaries."""
-    done = subprocess.run(
-        python_code("from mentor.bench.load import main; main()"),
-        input=json.dumps(asdict(spec)),
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        cwd=ROOT,
-        env=clean_env(),
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"load generator failed for {spec.kind}:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout)
+    return run_child("mentor.bench.load", spec, timeout_s=timeout_s, what=f"load generator for {spec.kind}")
 
 
 def main() -> None:

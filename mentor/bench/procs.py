@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
 import signal
@@ -11,7 +12,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -40,6 +43,25 @@ def clean_env(**extra: str) -> dict[str, str]:
 def python_code(code: str) -> list[str]:
     """argv that runs `code` with this interpreter (`-c` avoids runpy's double import of `-m` modules)."""
     return [sys.executable, "-c", code]
+
+
+def run_child(module: str, spec: object, *, timeout_s: float, what: str) -> Any:
+    """Run `module.main()` in a child process, `spec` (a dataclass) as JSON on stdin; return its JSON stdout.
+
+    A measurement in a process of its own: the bench's own imports and threads do not share its CPU or its GIL.
+    """
+    done = subprocess.run(
+        python_code(f"from {module} import main; main()"),
+        input=json.dumps(asdict(spec)),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=ROOT,
+        env=clean_env(),
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout)
 
 
 def spawn(argv: list[str], *, env: Mapping[str, str], log_path: Path) -> subprocess.Popen:

@@ -25,20 +25,19 @@ import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from mentor.bench.load import percentile
-from mentor.bench.procs import ROOT, clean_env, python_code, rss_mb
+from mentor.bench.procs import rss_mb, run_child
 
 # (key, what the report calls it), in the order a question meets them.
 STAGES: tuple[tuple[str, str], ...] = (
@@ -75,18 +74,7 @@ class StageSpec:
 
 def stage_breakdown(spec: StageSpec, *, timeout_s: float = 600.0) -> dict:
     """Run one backend's stage measurement in a child process and return its summary."""
-    done = subprocess.run(
-        python_code("from mentor.bench.stages import main; main()"),
-        input=json.dumps(asdict(spec)),
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        cwd=ROOT,
-        env=clean_env(),
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"stage measurement failed for {spec.backend}:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout)
+    return run_child("mentor.bench.stages", spec, timeout_s=timeout_s, what=f"stage measurement for {spec.backend}")
 
 
 def main() -> None:
