@@ -106,12 +106,28 @@ def formatter_config(log_format: str) -> dict[str, Any]:
     return {"()": factory}
 
 
+class CurrentStderr(logging.StreamHandler):
+    """A handler writing to whatever `sys.stderr` is when a line is logged, not the one it was made with.
+
+    A harness that runs the CLI in-process (a test runner, CliRunner) swaps `sys.stderr` and closes its stand-in
+    afterwards; a handler holding that stand-in failed every later line ("I/O operation on closed file").
+    """
+
+    @property
+    def stream(self):  # noqa: ANN202 - a text stream
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:  # noqa: ANN001 - StreamHandler.__init__ assigns it; nothing to keep
+        pass
+
+
 def configure_logging(settings: Settings) -> None:
     """Send mentor's lines (the root logger) to stderr in the configured format; replaces an earlier set-up.
 
     `mentor serve` then hands uvicorn `uvicorn_log_config`, which sets the same format for uvicorn's lines.
     """
-    handler = logging.StreamHandler(sys.stderr)
+    handler = CurrentStderr()
     handler.setFormatter(json_formatter() if settings.log_format == "json" else PlainFormatter())
     handler.addFilter(RequestIdFilter())
     root = logging.getLogger()

@@ -105,3 +105,29 @@ def test_plain_lines_are_timestamped_for_uvicorn_too(tmp_path) -> None:
     assert any(re.match(stamp + r"mentor\.api\.app: mentor ready", line) for line in stderr)
     (access,) = [line for line in stdout if "plain-1" in line]
     assert re.match(stamp + r'uvicorn\.access \[plain-1\]: 127\.0\.0\.1:\d+ - "GET /v1/search HTTP/1\.1" 200$', access)
+
+
+def test_a_set_up_made_under_a_swapped_stderr_keeps_logging_once_it_is_closed(capsys) -> None:
+    """The CLI run in-process (a test runner, CliRunner) sets logging up while sys.stderr is a stand-in."""
+    import io
+    import logging
+    import sys
+
+    from mentor.logs import configure_logging
+    from mentor.settings import Settings
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    real, stand_in = sys.stderr, io.StringIO()
+    try:
+        sys.stderr = stand_in
+        configure_logging(Settings())
+        sys.stderr = real
+        stand_in.close()  # the harness is done with it
+        logging.getLogger("mentor.test").warning("a line after the harness closed its stream")
+    finally:
+        sys.stderr = real
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])
+    err = capsys.readouterr().err
+    assert "Logging error" not in err and "a line after the harness closed its stream" in err

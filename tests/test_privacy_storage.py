@@ -119,11 +119,14 @@ def test_no_personal_detail_reaches_the_spool(tmp_path, runtime) -> None:
     rt.chat.sink = down
     rt = replace(rt, writer=down)
     marker = f"marker-{uuid.uuid4().hex[:8]}"
-    with TestClient(create_app(rt.settings, runtime=rt)) as client:
-        ask_all(client, marker)
-        deadline = time.monotonic() + 15
-        while down.spooled < len(PII_CASES) + 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
+    try:
+        with TestClient(create_app(rt.settings, runtime=rt)) as client:
+            ask_all(client, marker)
+            deadline = time.monotonic() + 15
+            while down.spooled < len(PII_CASES) + 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+    finally:
+        down.stop()  # or its thread retries the unreachable database until the test session ends
     blob = spool.read_bytes()
     assert blob.count(marker.encode()) == len(PII_CASES) and b'"type":"feedback"' in blob
     found = [detail for _, details in [*PII_CASES, FEEDBACK] for detail in details if leaked(blob, detail)]
