@@ -61,10 +61,8 @@ def test_no_query_waits_for_the_others_under_sustained_load(embedder) -> None:
     assert worst <= 5 * median, f"worst {worst * 1000:.0f} ms vs median {median * 1000:.1f} ms; calls {calls}"
 
 
-def test_queries_asked_together_get_their_own_vectors(embedder) -> None:
-    """Each caller of a shared batch gets the vector of its own text, equal to embedding it alone."""
-    texts = [f"what does pipeline stage {i} hold, {uuid.uuid4().hex}" for i in range(12)]
-    alone = embedder.embed_documents(texts)
+def embed_together(embedder, texts: list[str], *, timeout_s: float = 60) -> dict[int, np.ndarray]:
+    """Each text's vector, asked by one thread per text, all released at once; {index: vector} of those answered."""
     got: dict[int, np.ndarray] = {}
     barrier = threading.Barrier(len(texts))
 
@@ -76,7 +74,15 @@ def test_queries_asked_together_get_their_own_vectors(embedder) -> None:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=30)
+        thread.join(timeout=timeout_s)
+    return got
+
+
+def test_queries_asked_together_get_their_own_vectors(embedder) -> None:
+    """Each caller of a shared batch gets the vector of its own text, equal to embedding it alone."""
+    texts = [f"what does pipeline stage {i} hold, {uuid.uuid4().hex}" for i in range(12)]
+    alone = embedder.embed_documents(texts)
+    got = embed_together(embedder, texts)
     assert sorted(got) == list(range(len(texts)))
     for i, text in enumerate(texts):
         assert float(got[i] @ alone[i]) > 0.999, text

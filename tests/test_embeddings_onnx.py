@@ -6,7 +6,6 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 import uuid
 from pathlib import Path
 
@@ -18,6 +17,8 @@ from mentor.embedders_onnx import OnnxEmbedder, cached_onnx_path, ensure_onnx, v
 from mentor.embeddings import _resolve_model
 from mentor.errors import ConfigError
 from mentor.settings import PACKAGED_MODEL
+
+from .test_embeddings import embed_together
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_DIR = _resolve_model(PACKAGED_MODEL)
@@ -116,18 +117,7 @@ def test_concurrent_queries_share_passes_yet_get_their_own_vectors(onnx_embedder
     embedder._loaded, embedder._tokenizer = onnx_embedder._model, onnx_embedder._tokenizer  # same session
     texts = [f"what does ZeRO stage {i % 3 + 1} shard, question {i} {uuid.uuid4().hex}" for i in range(24)]
     alone = np.stack([onnx_embedder._encode([t], threads=1)[0] for t in texts])
-    got: dict[int, np.ndarray] = {}
-    barrier = threading.Barrier(len(texts))
-
-    def ask(i: int) -> None:
-        barrier.wait()
-        got[i] = embedder.embed_query(texts[i])
-
-    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(texts))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    got = embed_together(embedder, texts)
     assert sorted(got) == list(range(len(texts)))
     assert min(float(got[i] @ alone[i]) for i in range(len(texts))) > 0.99999
     assert sum(sizes) == len(texts) and max(sizes) > 1, sizes  # every text once, some of them together
