@@ -2,8 +2,10 @@
 
 relevance = w · (best cosine similarity in the module) + (1 − w) · (share of topic terms the module uses)
             + a · (margin between the nearest in-scope and out-of-scope example questions, mentor.scope).
-The grid search picks the weights and threshold with the best balanced accuracy; among equals, the widest gap
-between the classes, and the threshold sits in the middle of that gap. Each question's example margin leaves
+The grid search picks the weights and threshold with the best balanced accuracy, counting as equal those within
+`TIE` of it (about one question of the smaller class); among equals, the widest gap between the classes, and the
+threshold sits in the middle of that gap. A threshold squeezed between two nearly equal scores would flip on the
+next question that lands between them. Each question's example margin leaves
 the question itself out, so the set is not graded on itself.
 """
 
@@ -16,6 +18,7 @@ from mentor.scope import Labelled, ScopeExamples
 from mentor.text.jargon import spell_out
 
 EXAMPLE_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+TIE = 0.005  # balanced accuracies this close count as equal: the wider gap between the classes wins
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +42,19 @@ def calibrate_scope(retriever: Retriever, module_id: str, labelled: list[Labelle
         vector = retriever.embedder.embed_query(spell_out(row.question))  # as Retriever.search embeds it
         margin = examples.margin(module_id, vector, leave_out=row.question)
         features.append((result.dense_max, result.coverage, margin, row.in_scope, row.question))
+    return fit(features)
+
+
+# One labelled question as the grid search reads it: best dense similarity, topic-word coverage, example margin,
+# label, and the question (to name it when misclassified).
+Feature = tuple[float, float, float, bool, str]
+
+
+def fit(features: list[Feature]) -> ScopeCalibration:
+    """The weights and threshold with the best balanced accuracy (within `TIE`), then the widest gap."""
     positives = sum(1 for f in features if f[3])
     negatives = len(features) - positives
-    best: tuple[float, float, float, float, float] | None = None  # (accuracy, gap, weight, example weight, threshold)
+    candidates: list[tuple[float, float, float, float, float]] = []  # (accuracy, gap, weight, example w., threshold)
     for example_weight in EXAMPLE_WEIGHTS:
         for step in range(21):
             weight = step / 20
@@ -53,10 +66,9 @@ def calibrate_scope(retriever: Retriever, module_id: str, labelled: list[Labelle
                 tp = sum(1 for s, y in scored[i:] if y)
                 tn = sum(1 for s, y in scored[:i] if not y)
                 accuracy = (tp / positives + tn / negatives) / 2
-                candidate = (accuracy, high - low, weight, example_weight, (low + high) / 2)
-                if best is None or candidate[:2] > best[:2]:
-                    best = candidate
-    assert best is not None
+                candidates.append((accuracy, high - low, weight, example_weight, (low + high) / 2))
+    top = max(c[0] for c in candidates)
+    best = max((c for c in candidates if c[0] >= top - TIE), key=lambda c: (c[1], c[0]))
     accuracy, gap, weight, example_weight, threshold = best
     wrong = [q for d, c, m, y, q in features if (weight * d + (1 - weight) * c + example_weight * m >= threshold) != y]
     return ScopeCalibration(

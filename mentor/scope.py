@@ -6,8 +6,8 @@ the question's topic words the module uses. Both are fooled the same two ways: a
 word with the module ("how does ring attention save memory?") looks in scope, and a covered question written in
 log lines or abbreviations looks out of it. The calibration set (eval/calibration/scope.jsonl) holds questions of
 both kinds, labelled; the margin between the nearest in-scope and the nearest out-of-scope examples tells the two
-apart where the words cannot (balanced accuracy on that set, leave-one-out: 0.897 without it, 0.983 with it and
-jargon spelled out).
+apart where the words cannot (balanced accuracy on its first 263 questions, leave-one-out: 0.897 without it,
+0.983 with it and jargon spelled out).
 
 Examples belong to a module (`module_id` on each line); a module without examples gets a margin of 0.
 """

@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     top_k: int = Field(4, ge=1, le=20, description="Passages retrieved per question.")
     rrf_k: int = Field(60, ge=1, le=1000, description="Reciprocal-rank-fusion constant (Cormack et al. 2009).")
     scope_weight: float = Field(
-        0.45,
+        0.25,
         ge=0.0,
         le=1.0,
         description="Weight of the best dense similarity in the scope relevance (the rest is the share of the "
@@ -81,7 +81,7 @@ class Settings(BaseSettings):
         "file means scope is decided without examples.",
     )
     scope_threshold: float = Field(
-        0.5755,
+        0.5884,
         ge=-1.0,
         le=1.0,
         description="Relevance below which a question is outside the module. Set by `mentor calibrate` on "

@@ -105,7 +105,13 @@ def test_overview_and_reading_list_are_quoted_only_when_asked_for(runtime) -> No
 def test_both_parts_of_a_two_part_question_are_answered(runtime) -> None:
     text = ask(runtime, "what is data parallelism, and how does it differ from tensor parallelism?").answer.text
     said = " ".join(quotes(text))
-    assert "splits the batch" in said and "matmuls within a layer" in said
+    # The prose sentence ("splits the batch") or the strategy table's row ("what is split: the batch") answers it.
+    assert re.search(r"splits the batch|what is split: the batch", said) and "matmuls within a layer" in said
+    # A unit listing several claims is scored by the claim the part asks about: "what does data parallelism
+    # replicate" is the data-parallel claim of a list of four strategies, and ZeRO's sentence answers the rest.
+    text = ask(runtime, "what does data parallelism replicate, and how does zero cut that waste?").answer.text
+    said = " ".join(quotes(text))
+    assert "full replica per GPU" in said and "instead of replicating it" in said
 
 
 def test_a_decision_states_its_verdict_first(runtime) -> None:
@@ -197,3 +203,10 @@ def test_the_first_question_embeds_nothing_new_after_warming(runtime) -> None:
         assert counting.documents == warmed
     finally:
         chat.extractive = previous
+
+
+def test_a_comparison_asks_its_question_of_both_sides(profile) -> None:
+    # "give up" is what is asked of each side, not part of the left side's name.
+    sides = question_parts("what does bf16 give up compared with fp32?", profile)
+    assert [p.name for p in sides] == ["bf16", "fp32"]
+    assert all("give up" in p.text for p in sides)

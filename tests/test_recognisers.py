@@ -68,6 +68,10 @@ def test_find_tokens_seq_len_and_powers() -> None:
     assert find_tokens("trained on 1.4T tokens") == "1.4T"
     assert find_tokens("300 billion tokens") == "300B"
     assert find_tokens("a 7B model") is None
+    # A ratio is no token count: "chinchilla says 20 tokens per parameter, ..." plans no calculation on 20 tokens.
+    assert find_tokens("chinchilla says 20 tokens per parameter") is None
+    assert find_tokens("why 20 tokens/param?") is None
+    assert find_tokens("1.4T tokens per the rule") == "1.4T"
     assert seq_len("8k context") == 8192  # context lengths count k as 1024
     assert seq_len("seq len 2048") == 2048
     assert seq_len("hidden 4096") is None

@@ -25,6 +25,8 @@ from mentor.text import (
     strip_markers,
     tokenize,
 )
+from mentor.text.spelling import correct
+from mentor.text.units import clauses
 
 from .conftest import CORPUS
 
@@ -38,6 +40,20 @@ def test_tokenize_keeps_numbers_and_drops_stopwords() -> None:
 def test_tokenize_joins_hyphens_and_meets_british_spelling() -> None:
     assert "overtrain" in tokenize("over-train smaller models")
     assert tokenize("quantisation") == tokenize("quantization") == ["quantiz"]
+
+
+def test_tokenize_reads_a_comparative_as_its_adjective() -> None:
+    # "why train a small model on more tokens?" is answered by "over-train smaller models ..."
+    assert tokenize("smaller models") == tokenize("small model") == ["small", "model"]
+    assert tokenize("the cheapest, fastest option") == tokenize("cheap fast option")
+    assert tokenize("layer") == ["layer"]  # only the listed comparatives: "-er" is not cut from every word
+
+
+def test_a_four_letter_stem_missing_an_inner_letter_is_the_module_word() -> None:
+    vocab = {"token", "bring", "pipelin"}
+    assert correct(tokenize("tokns"), vocab) == ["token"]  # "tokns" stems to "tokn"
+    assert correct(["ring"], vocab) == ["ring"]  # a first letter is never supplied: "ring" is not "bring"
+    assert correct(["toke"], vocab) == ["toke"]  # nor a last one
 
 
 # ---- markers ------------------------------------------------------------------------------------------------
@@ -227,6 +243,30 @@ def test_units_merge_short_sentences_and_start_a_new_table_after_a_blank_line() 
         "ZeRO stage 3 — shards: the parameters as well.",
     ]
     assert [u.index for u in units] == [0, 1]
+
+
+def test_clauses_of_a_list_sentence_and_of_a_table_row() -> None:
+    listed = "GPTQ minimises output error via Hessian info; AWQ protects salient channels; both are post-training."
+    assert clauses(listed) == [
+        "GPTQ minimises output error via Hessian info",
+        "AWQ protects salient channels",
+        "both are post-training.",
+    ]
+    # A row's cells keep its first cell; "; scale throughput" has no column name, so it stays in its cell.
+    assert clauses(
+        "Data parallel (DP) — what is split: the batch (full replica per GPU); when it wins: model fits on one GPU; "
+        "scale throughput."
+    ) == [
+        "Data parallel (DP) — what is split: the batch (full replica per GPU)",
+        "Data parallel (DP) — when it wins: model fits on one GPU; scale throughput.",
+    ]
+    # Breaks inside brackets are not breaks, a short piece joins the one before, one claim is no list.
+    assert clauses("fp16 has a narrow range — it needs loss scaling (multiply by S; unscale before the step).") == [
+        "fp16 has a narrow range",
+        "it needs loss scaling (multiply by S; unscale before the step).",
+    ]
+    assert clauses("Chinchilla ≈ 20 tokens/param; over-train.") == []
+    assert clauses("Reference — resource: Frantar et al. (2022), GPTQ; Lin et al. (2023), AWQ.") == []
 
 
 def test_a_chained_range_marker_reads_as_its_ends() -> None:

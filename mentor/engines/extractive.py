@@ -45,6 +45,7 @@ from mentor.retrieve import Passage
 from mentor.safety import sanitize_markdown
 from mentor.text import Unit, split_units
 from mentor.text.profile import ModuleProfile
+from mentor.text.units import clauses
 from mentor.tools.registry import title_of
 
 ENGINE = "extractive"
@@ -144,6 +145,12 @@ class ExtractiveEngine:
         if question.history and not ASKS_REPEAT.search(question.text):
             # A follow-up asks for what the last answer did not say.
             said = quoted_before([question.history[-1].answer])
+        if question.history and ASKS_REPEAT.search(question.text) and not Part.of(question.text, profile).terms:
+            # "sorry, can you say that again?": the last answer's sentences, as they were.
+            last = quoted_before([question.history[-1].answer])
+            again = [c for c in pool if " ".join(c.unit.text.split()) in last]
+            if again:
+                return Selection(again, []), [Part.of(query, profile)]
         computed = [c for c in tool_calls if c.error is None]
         if computed:
             # Quote the module's rule behind the calculation, not its worked example for another model size.
@@ -239,26 +246,48 @@ class ExtractiveEngine:
         return sorted(rows, key=lambda c: (c.passage.position, c.unit.index))
 
     def warm(self, chunks: Sequence[Chunk]) -> None:
-        """Embed the quotable units of `chunks` now, in one batch, so no learner's question waits for them."""
+        """Embed the quotable units of `chunks` and their clauses now, in one batch, so no learner's question
+        waits for them."""
         cold = [c for c in chunks if c.id not in self._units]
         units = [split_units(c.text) for c in cold]
-        flat = [u.text for part in units for u in part]
-        vectors = embed_cached(self._embedder, flat, self._cache_dir, kind="units") if flat else np.zeros((0, 1))
+        texts = [text for part in units for text in _texts(part)]
+        vectors = embed_cached(self._embedder, texts, self._cache_dir, kind="units") if texts else np.zeros((0, 1))
         start = 0
         with self._lock:
             for chunk, part in zip(cold, units, strict=True):
-                self._units[chunk.id] = (part, vectors[start : start + len(part)] if part else np.zeros((0, 1)))
-                start += len(part)
+                size = len(_texts(part))
+                self._units[chunk.id] = _vectors_of(part, vectors[start : start + size])
+                start += size
 
-    def _units_of(self, passage: Passage) -> tuple[list[Unit], np.ndarray]:
+    def _units_of(self, passage: Passage) -> UnitVectors:
         cached = self._units.get(passage.chunk_id)
         if cached is None:
             units = split_units(passage.text)
-            vectors = self._embedder.embed_documents([u.text for u in units]) if units else np.zeros((0, 1))
-            cached = (units, vectors)
+            texts = _texts(units)
+            cached = _vectors_of(units, self._embedder.embed_documents(texts) if texts else np.zeros((0, 1)))
             with self._lock:
                 self._units[passage.chunk_id] = cached
         return cached
+
+
+# A chunk's units, their vectors, and for each unit the vectors of its clauses (`mentor.text.units.clauses`).
+UnitVectors = tuple[list[Unit], np.ndarray, list[np.ndarray]]
+
+
+def _texts(units: Sequence[Unit]) -> list[str]:
+    """What to embed for a chunk: every unit, then every clause of every unit, in order."""
+    return [u.text for u in units] + [c for u in units for c in clauses(u.text)]
+
+
+def _vectors_of(units: list[Unit], vectors: np.ndarray) -> UnitVectors:
+    """Cut the vectors of `_texts(units)` back into the units' own and each unit's clauses'."""
+    start = len(units)
+    by_unit: list[np.ndarray] = []
+    for unit in units:
+        size = len(clauses(unit.text))
+        by_unit.append(vectors[start : start + size])
+        start += size
+    return units, vectors[: len(units)] if units else np.zeros((0, 1)), by_unit
 
 
 def about_unknown(question: str, unknown: Sequence[str]) -> bool:
@@ -291,11 +320,11 @@ def missing_names(unknown: Sequence[str], unanswered: Sequence[Part], profile: M
     return list(dict.fromkeys(names))
 
 
-_UNIT_CACHES: dict[int, tuple[Embedder, dict[str, tuple[list[Unit], np.ndarray]], threading.Lock]] = {}
+_UNIT_CACHES: dict[int, tuple[Embedder, dict[str, UnitVectors], threading.Lock]] = {}
 _UNIT_CACHES_LOCK = threading.Lock()
 
 
-def _unit_cache(embedder: Embedder) -> tuple[dict[str, tuple[list[Unit], np.ndarray]], threading.Lock]:
+def _unit_cache(embedder: Embedder) -> tuple[dict[str, UnitVectors], threading.Lock]:
     """The process's cache of unit vectors for `embedder` (held with it, so its id is never reused meanwhile)."""
     with _UNIT_CACHES_LOCK:
         entry = _UNIT_CACHES.get(id(embedder))

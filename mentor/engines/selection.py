@@ -22,6 +22,7 @@ from mentor.text import Unit, tokenize
 from mentor.text.jargon import spell_out
 from mentor.text.markers import strip_markers
 from mentor.text.profile import ModuleProfile
+from mentor.text.units import clauses
 
 FLOOR = 0.55  # a unit scoring below this for every part answers none of them
 STRICT = 0.9  # the floor for a part holding a word the module never uses
@@ -35,6 +36,7 @@ PAIR_WEIGHT = 0.15
 RANK_WEIGHT = 0.2  # retrieval ranked whole passages with both signals: a unit of passage [1] gets 0.2, of [4] 0.05
 TITLE_WEIGHT = 0.5  # a section title's words count half: "Mixed-precision training" frames its sentences
 MIN_WORDS = 4
+CLAUSE_WEIGHT = 0.5  # a unit's best clause lifts its score by half the margin it has over the whole unit
 MAX_PARTS = 3
 
 # Where a question holds a second question: "...?", "; ", ", and how ...", " and why ...".
@@ -102,6 +104,20 @@ class Part:
 
 
 @dataclass(frozen=True, slots=True)
+class View:
+    """Text read for scoring: a whole unit or one of its clauses."""
+
+    vector: np.ndarray
+    terms: frozenset[str]
+    pairs: frozenset[tuple[str, str]]  # adjacent terms: a phrase of the question found as a phrase
+
+    @classmethod
+    def of(cls, text: str, vector: np.ndarray) -> View:
+        terms = tokenize(text)
+        return cls(vector, frozenset(terms), frozenset(zip(terms, terms[1:], strict=False)))
+
+
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """A unit of a retrieved passage, ready to score."""
 
@@ -112,6 +128,9 @@ class Candidate:
     pairs: frozenset[tuple[str, str]]  # adjacent terms: a phrase of the question found as a phrase
     title_terms: frozenset[str]
     leans_back: bool
+    # The unit's claims when it lists several ("GPTQ minimises ...; AWQ protects ...; both are post-training"):
+    # a question about one of them is scored against that claim, not diluted by the others.
+    clauses: tuple[View, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,11 +168,17 @@ def _sides(clause: str, profile: ModuleProfile) -> list[tuple[str, str]]:
     if match is None:
         return [(clause, clause)]
     left = LEADING_FRAME.sub("", match.group("left"))
+    lead = match.group("left")[: len(match.group("left")) - len(left)]
+    # "what does bf16 give up compared with fp32": the left side is "bf16"; "give up" is asked of both sides.
+    words = left.split()
+    while len(words) > 1 and not profile.terms(words[-1]):
+        words.pop()
+    left, tail = " ".join(words), left[len(" ".join(words)) :]
     right = match.group("right")
     if not profile.terms(left) or not profile.terms(right):
         return [(clause, clause)]
-    frame = f"{clause[: match.start()]} {match.group('left')[: len(match.group('left')) - len(left)]} "
-    frame = " ".join(f"{frame} {clause[match.end() :]}".replace(",", " ").split())
+    frame = f"{clause[: match.start()]} {lead} {tail} {clause[match.end() :]}"
+    frame = " ".join(frame.replace(",", " ").split())
     return [(f"{left} {frame}".strip(), left), (f"{right} {frame}".strip(), right)]
 
 
@@ -164,7 +189,7 @@ def leans_back(text: str) -> bool:
 
 def candidates(
     passages: Sequence[Passage],
-    units_of: Callable[[Passage], tuple[list[Unit], np.ndarray]],
+    units_of: Callable[[Passage], tuple[list[Unit], np.ndarray, list[np.ndarray]]],
     profile: ModuleProfile,
     *,
     allow_boilerplate: bool,
@@ -173,9 +198,9 @@ def candidates(
     found: list[Candidate] = []
     seen: set[str] = set()
     for passage in passages:
-        units, vectors = units_of(passage)
+        units, vectors, clause_vectors = units_of(passage)
         title_terms = frozenset(tokenize(passage.section_title))
-        for unit, vector in zip(units, vectors, strict=True):
+        for unit, vector, clause_vector in zip(units, vectors, clause_vectors, strict=True):
             text = unit.text
             if text in seen or looks_like_injection(text) or len(text.split()) < MIN_WORDS:
                 continue
@@ -184,24 +209,39 @@ def candidates(
             seen.add(text)  # overlapping chunks hold the same sentence twice
             terms = tokenize(text)
             pairs = frozenset(zip(terms, terms[1:], strict=False))
-            found.append(Candidate(passage, unit, vector, frozenset(terms), pairs, title_terms, leans_back(text)))
+            views = tuple(View.of(c, v) for c, v in zip(clauses(text), clause_vector, strict=True))
+            found.append(
+                Candidate(passage, unit, vector, frozenset(terms), pairs, title_terms, leans_back(text), views)
+            )
     return found
 
 
 def score(candidate: Candidate, part: Part, part_vector: np.ndarray, profile: ModuleProfile) -> float:
-    """Similarity to the part, plus the weighted share of the part's words the unit (or its title) uses, plus
+    """How well a unit answers a part: the better of the whole unit and its best clause (`read`)."""
+    whole = View(candidate.vector, candidate.terms, candidate.pairs)
+    prior = RANK_WEIGHT / candidate.passage.rank
+    base = read(whole, candidate.title_terms, part, part_vector, profile)
+    clauses = (read(view, candidate.title_terms, part, part_vector, profile) for view in candidate.clauses)
+    best = max(clauses, default=base)
+    return prior + base + CLAUSE_WEIGHT * max(0.0, best - base)
+
+
+def read(
+    view: View, title_terms: frozenset[str], part: Part, part_vector: np.ndarray, profile: ModuleProfile
+) -> float:
+    """Similarity to the part, plus the weighted share of the part's words the text (or its title) uses, plus
     the share of the part's word pairs it uses side by side ("loss scale" in "loss scaling", not "loss falls ...
     Scaling laws"). Words the module never uses count for no unit: what they ask, the coverage sentence says."""
-    dense = float(candidate.vector @ part_vector) + RANK_WEIGHT / candidate.passage.rank
+    dense = float(view.vector @ part_vector)
     known = [t for t in part.terms if t in profile.term_weights]
     if not known:
         return dense
     total = sum(profile.term_weights[t] for t in known)
     shared = sum(
-        profile.term_weights[t] * (1.0 if t in candidate.terms else TITLE_WEIGHT if t in candidate.title_terms else 0)
+        profile.term_weights[t] * (1.0 if t in view.terms else TITLE_WEIGHT if t in title_terms else 0)
         for t in known
     )
-    adjacent = sum(pair in candidate.pairs for pair in part.pairs) / len(part.pairs) if part.pairs else 0.0
+    adjacent = sum(pair in view.pairs for pair in part.pairs) / len(part.pairs) if part.pairs else 0.0
     return dense + LEXICAL_WEIGHT * shared / total + PAIR_WEIGHT * adjacent
 
 

@@ -48,5 +48,13 @@ def correct(terms: Iterable[str], vocab: Set[str]) -> list[str]:
             # A five-letter word maps only onto a longer one ("tensr" -> "tensor", never "bread" -> "read").
             shortest = MIN_TYPO_LENGTH if len(term) < MIN_TYPO_LENGTH else 5
             term = next((v for v in sorted(vocab) if len(v) >= shortest and near(term, v)), term)
+        elif term not in vocab and len(term) == MIN_TYPO_LENGTH - 2 and term.isalpha():
+            # A four-letter stem missing an inner letter of a module word: "tokns" stems to "tokn" -> "token".
+            term = next((v for v in sorted(vocab) if len(v) == len(term) + 1 and _dropped_inside(term, v)), term)
         corrected.append(term)
     return corrected
+
+
+def _dropped_inside(short: str, word: str) -> bool:
+    """True when `short` is `word` without one letter that is neither its first nor its last."""
+    return any(word[:i] + word[i + 1 :] == short for i in range(1, len(word) - 1))

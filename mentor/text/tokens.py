@@ -27,6 +27,31 @@ HYPHENATED = re.compile(r"(?<![a-z])[a-z]+(?:-[a-z]+)+")
 NAME_NUMBER = re.compile(r"(?<![a-z0-9])[a-z]+-[0-9]+(?![a-z0-9])")
 BRITISH = re.compile(r"(?<=[a-z]{3})is(ation|ations|e|es|ed|ing|er|ers)$")
 _stemmer = Stemmer.Stemmer("english")
+# Snowball leaves comparatives alone ("smaller" stays "smaller"); these are the ones a learner compares sizes,
+# speeds and costs with.
+COMPARATIVES = {
+    form: base
+    for base, forms in {
+        "small": "smaller smallest",
+        "large": "larger largest",
+        "big": "bigger biggest",
+        "fast": "faster fastest",
+        "slow": "slower slowest",
+        "cheap": "cheaper cheapest",
+        "long": "longer longest",
+        "short": "shorter shortest",
+        "wide": "wider widest",
+        "narrow": "narrower narrowest",
+        "few": "fewer fewest",
+        "high": "higher highest",
+        "low": "lower lowest",
+        "hard": "harder hardest",
+        "easy": "easier easiest",
+        "new": "newer newest",
+        "old": "older oldest",
+    }.items()
+    for form in forms.split()
+}
 
 
 def tokenize(text: str) -> list[str]:
@@ -38,8 +63,9 @@ def tokenize(text: str) -> list[str]:
     words = [t for t in TOKEN.findall(lower) if t not in STOPWORDS and (len(t) > 1 or t.isdigit())]
     words += [w.replace("-", "") for w in HYPHENATED.findall(lower)]
     words += [w.replace("-", "") for w in NAME_NUMBER.findall(lower)]
-    # British and American spellings meet ("quantisation" -> "quantization"), in documents and questions alike.
-    return _stemmer.stemWords([BRITISH.sub(r"iz\1", w) for w in words])
+    # British and American spellings meet ("quantisation" -> "quantization"), in documents and questions alike;
+    # so do an adjective and its comparative ("smaller models" answers "a small model").
+    return _stemmer.stemWords([COMPARATIVES.get(w, BRITISH.sub(r"iz\1", w)) for w in words])
 
 
 # Words of asking, pleading and pasted logs: they say how a learner asks, not what about, so they neither count

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from mentor.text.markdown import blocks
@@ -9,6 +10,12 @@ from mentor.text.sentences import MODULE, split_sentences
 
 # A unit shorter than this many words means little on its own ("FSDP is the same idea.") and joins the one before.
 MIN_UNIT_WORDS = 6
+MIN_CLAUSE_WORDS = 3  # a clause shorter than this joins the one before it
+# Where a unit lists several claims: "; " and " — " outside brackets ("GPTQ minimises ...; AWQ protects ...").
+CLAUSE_BREAK = re.compile(r";\s+|\s+—\s+")
+# A table row as `_table_row` writes it: "First cell — column: value; column: value."
+TABLE_ROW = re.compile(r"^(?P<head>[^—:]{1,60}) — (?P<cells>[\w /()-]{1,30}: .*)$")
+CELL_BREAK = re.compile(r";\s+(?=[\w /()-]{1,30}: )")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,3 +57,31 @@ def _table_row(header: list[str], cells: list[str]) -> str:
     first, rest = cells[0], list(zip(header[1:], cells[1:], strict=False))
     details = "; ".join(f"{name.lower()}: {value}" for name, value in rest)
     return f"{first} — {details}."
+
+
+def clauses(text: str) -> list[str]:
+    """The claims of a unit that lists several, each readable alone; [] for a unit making one claim.
+
+    A sentence breaks at "; " and " — " outside brackets ("GPTQ minimises output error via Hessian info; AWQ
+    protects salient channels; ..."). A table row (`_table_row`) breaks between its cells only, and each cell
+    keeps the row's first cell, which names what it describes: "Data parallel (DP) — what is split: the batch
+    (full replica per GPU)" and "Data parallel (DP) — when it wins: model fits on one GPU; scale throughput".
+    """
+    row = TABLE_ROW.match(text)
+    if row:
+        cells = CELL_BREAK.split(row.group("cells"))
+        return [f"{row.group('head')} — {cell}" for cell in cells] if len(cells) > 1 else []
+    pieces: list[str] = []
+    start = 0
+    for match in CLAUSE_BREAK.finditer(text):
+        if text.count("(", 0, match.start()) == text.count(")", 0, match.start()):
+            pieces.append(text[start : match.start()].strip())
+            start = match.end()
+    pieces.append(text[start:].strip())
+    merged: list[str] = []
+    for piece in pieces:
+        if merged and len(piece.split()) < MIN_CLAUSE_WORDS:
+            merged[-1] = f"{merged[-1]}; {piece}"
+        elif piece:
+            merged.append(piece)
+    return merged if len(merged) > 1 else []

@@ -24,7 +24,11 @@ PARAMS = re.compile(
     rf"|(?<![\w.])(\d+(?:\.\d+)?(?:e\d+)?)\s*({SCALE})?\s*(?:params?|parameters?)\b",
     re.I,
 )
-TOKENS = re.compile(rf"(?<![\w.])(\d+(?:\.\d+)?(?:e\d+)?)\s*({SCALE})?\s*tokens?\b", re.I)
+# "20 tokens per parameter" and "20 tokens/param" are a ratio, not a token count.
+TOKENS = re.compile(
+    rf"(?<![\w.])(\d+(?:\.\d+)?(?:e\d+)?)\s*({SCALE})?\s*tokens?\b(?!\s*(?:per|/|for each|an?)\s*(?:param|weight))",
+    re.I,
+)
 GPUS = re.compile(
     r"(?<![\w.])(\d+)\s*(?:x\s*)?(?:gpus?|devices?|ranks?|accelerators?|a100s?|h100s?|v100s?|workers?)\b", re.I
 )
