@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from mentor.answer import Turn
-from mentor.engines.selection import ASKS_SOURCES
+from mentor.engines.selection import ASKS_ABOUT_MODULE, ASKS_SOURCES
 from mentor.privacy import without_personal_details
 from mentor.retrieve import MAX_QUERY_CHARS
 from mentor.safety import INJECTION, looks_like_injection
@@ -37,14 +37,22 @@ def clean_question(message: str) -> str:
 
 # "where does this idea come from?" names no topic; it asks for the module's reading list, so retrieval is told so.
 SOURCES_WORDS = "further reading resources references"
+# "give me a summary of the module" names none either; it asks for the module's opening, which states its
+# audience and prerequisites (mentor.corpus renders them there for every module).
+ABOUT_WORDS = "overview audience prerequisites"
 
 
 def resolve_query(message: str, cleaned: str, history: tuple[Turn, ...]) -> str:
     """What retrieval and the scope decision see for a question already cleaned of instructions."""
     # Personal details say nothing about the topic: leave them out of retrieval and the scope decision.
     query = retrieval_query(without_personal_details(cleaned) or cleaned or message, history)
-    if ASKS_SOURCES.search(cleaned) and len(query) + len(SOURCES_WORDS) < MAX_QUERY_CHARS:
-        query = f"{query} ({SOURCES_WORDS})"
+    pointer = ""
+    if ASKS_SOURCES.search(cleaned):
+        pointer = SOURCES_WORDS
+    elif ASKS_ABOUT_MODULE.search(cleaned):
+        pointer = ABOUT_WORDS
+    if pointer and len(query) + len(pointer) + 3 <= MAX_QUERY_CHARS:
+        query = f"{query} ({pointer})"
     return query
 
 

@@ -102,6 +102,26 @@ def test_overview_and_reading_list_are_quoted_only_when_asked_for(runtime) -> No
     assert "Rajbhandari et al. (2020)" in paper and "Hoffmann" not in paper
 
 
+def test_a_question_about_the_module_is_answered_by_its_opening(runtime) -> None:
+    # These share no word with the opening; they were answered "The module does not cover this directly."
+    summary = ask(runtime, "quick scan summary of the whole module pls").answer
+    assert summary.coverage == "full"
+    assert quotes(summary.text) == [
+        "The systems that make large-model training feasible, one idea at a time: parallelism and ZeRO, "
+        "mixed-precision training, scaling laws, and quantization — each with a small worked calculation."
+    ]
+    for question in ("who is this module for?", "what do I need before starting this module?"):
+        answer = ask(runtime, question).answer
+        assert answer.coverage == "full", question
+        assert [q.split(" · ")[0] for q in quotes(answer.text)] == ["Audience: it-ml"], question
+
+
+def test_chatter_beside_a_question_is_not_named_as_missing(runtime) -> None:
+    # "needed" stems to "need", a module word ("needs loss scaling"), yet it is a word of asking, not a topic.
+    answer = ask(runtime, "call me on +44 20 7946 0958 if needed; why is bf16 preferred over fp16?").answer
+    assert answer.coverage == "full" and PARTIAL_OPENING not in answer.text
+
+
 def test_both_parts_of_a_two_part_question_are_answered(runtime) -> None:
     text = ask(runtime, "what is data parallelism, and how does it differ from tensor parallelism?").answer.text
     said = " ".join(quotes(text))

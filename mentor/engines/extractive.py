@@ -40,11 +40,11 @@ from mentor.engines.selection import (
 )
 from mentor.engines.tool_calls import run_tool_call
 from mentor.framing import HINT_CALC, HINT_CHECK, HINT_QUESTION, PARTIAL_OPENING
-from mentor.query import SOURCES_WORDS
+from mentor.query import ABOUT_WORDS, SOURCES_WORDS
 from mentor.retrieve import Passage
 from mentor.safety import sanitize_markdown
 from mentor.text import Unit, split_units
-from mentor.text.profile import ModuleProfile
+from mentor.text.profile import SOURCES_TITLE, ModuleProfile
 from mentor.text.units import clauses
 from mentor.tools.registry import title_of
 
@@ -60,6 +60,13 @@ SUBJECT = re.compile(
 )
 # A name, not a word: a capital after the first letter ("GaLore", "NCCL") or a digit ("fp8").
 NAME = re.compile(r"^\w+[A-Z0-9]|\d")
+# Who a module is for and what comes before it: its opening's "Audience: ... · Prerequisites: ..." line.
+ASKS_PREREQUISITES = re.compile(
+    r"\b(prerequisites?|before (?:starting|this|i start)|need to know|know first|audience|"
+    r"who is (?:it|this(?: \w+)?) for)\b",
+    re.I,
+)
+FRONT_MATTER = re.compile(r"\b(?:prerequisites?|audience)\s*:", re.I)
 TOPICAL = 2.5  # a part counts as asked only with a word this specific to a few of the module's sentences
 OWN_TERMS = 2  # a follow-up naming this many topic words is read on its own, not joined to the question before
 MAX_NAMED = 3  # the partial-coverage sentence names at most this many missing words or parts
@@ -134,7 +141,8 @@ class ExtractiveEngine:
         profile = question.profile
         sources = bool(ASKS_SOURCES.search(question.text))
         about = not sources and bool(ASKS_ABOUT_MODULE.search(question.text))
-        query = query.removesuffix(f" ({SOURCES_WORDS})")  # retrieval's pointer to the reading list, not asked
+        # Retrieval's pointer to the reading list or the module's opening: not what the learner asked.
+        query = query.removesuffix(f" ({SOURCES_WORDS})").removesuffix(f" ({ABOUT_WORDS})")
         pool = candidates(
             question.passages,
             self._units_of,
@@ -196,11 +204,21 @@ class ExtractiveEngine:
             if listed:
                 return Selection(listed, []), parts
         if about:
-            # "quick summary of the module", "what do I need before starting?": its opening says so.
-            opening = [c for c in pool if c.unit.text in profile.boilerplate - profile.sources]
-            found = select(parts, vectors, opening, profile, per_part=per_part, limit=limit, floor=NEAREST)
-            if found.chosen:
-                return Selection(found.chosen, []), parts
+            # "who is it for?", "what do I need before starting?": the opening's audience-and-prerequisites line.
+            # "quick summary of the module", "the big picture": the opening's first sentence, which states what the
+            # module covers, in words the question rarely shares.
+            opening = sorted(
+                (
+                    c
+                    for c in pool
+                    if c.unit.text in profile.boilerplate and not SOURCES_TITLE.search(c.passage.section_title)
+                ),
+                key=lambda c: (c.passage.position, c.unit.index),
+            )
+            asks_who = bool(ASKS_PREREQUISITES.search(question.text))
+            opening = [c for c in opening if bool(FRONT_MATTER.search(c.unit.text)) == asks_who] or opening
+            if opening:
+                return Selection(opening[:1], []), parts
         fresh = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
         if said and best_score(parts, vectors, fresh, profile) < best_score(parts, vectors, pool, profile) - NOVELTY:
             # What the last answer left out answers it much worse than what it said: the module has nothing

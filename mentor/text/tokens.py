@@ -71,9 +71,7 @@ def tokenize(text: str) -> list[str]:
 # Words of asking, pleading and pasted logs: they say how a learner asks, not what about, so they neither count
 # as a topic the module covers nor as one it lacks. "my fp16 run keeps giving inf losses, any tips?" is about
 # fp16 and loss; "Attempted loss scale: 65536, reducing to 32768 — why?" is about loss scale.
-ASKING = frozenset(
-    tokenize(
-        """actually advice anyone attempt attempted basically bother case cause caused causes change changes
+ASKING_WORDS = """actually advice anyone attempt attempted basically bother case cause caused causes change changes
         clarify come comes confused confusing correct currently does doing done exactly fix fixing go goes going
         guess happen happening happens hold holds idea ideas improve instead issue keep keeps kind lot mean
         meaning moment might mine need option options overall part parts point possible practice practical
@@ -85,8 +83,8 @@ ASKING = frozenset(
         asked card cards box paper papers author authors wrote written write read reading book books source
         sources cite cited citation citations diff sorry call email mail phone ssn git clone http https url btw
         cheers regards pls plz"""
-    )
-)
+# Stemmed like a question's words, stop words included: "needed" stems to "need", a stop word only as written.
+ASKING = frozenset(tokenize(ASKING_WORDS)) | frozenset(_stemmer.stemWords(ASKING_WORDS.split()))
 
 # Ordinary English words ("already", "size", "speed"): never named as a topic the module lacks. Topic words are
 # rarer ("fp8", "slower", "throughput"). Derived from wordfreq; see the file's header.
