@@ -37,8 +37,8 @@ def clean_question(message: str) -> str:
 
 # "where does this idea come from?" names no topic; it asks for the module's reading list, so retrieval is told so.
 SOURCES_WORDS = "further reading resources references"
-# "give me a summary of the module" names none either; it asks for the module's opening, which states its
-# audience and prerequisites (mentor.corpus renders them there for every module).
+# "give me a summary of the module" names none either; it asks for the module's opening, which states what it
+# covers and, in this corpus's format, its audience and prerequisites.
 ABOUT_WORDS = "overview audience prerequisites"
 
 

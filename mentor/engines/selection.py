@@ -217,7 +217,8 @@ def candidates(
 
 
 def score(candidate: Candidate, part: Part, part_vector: np.ndarray, profile: ModuleProfile) -> float:
-    """How well a unit answers a part: the better of the whole unit and its best clause (`read`)."""
+    """How well a unit answers a part (`read`), lifted by `CLAUSE_WEIGHT` of what its best clause reads better,
+    plus the prior of its passage's retrieval rank."""
     whole = View(candidate.vector, candidate.terms, candidate.pairs)
     prior = RANK_WEIGHT / candidate.passage.rank
     base = read(whole, candidate.title_terms, part, part_vector, profile)
