@@ -335,6 +335,7 @@ def serve(
     import uvicorn
 
     from mentor.api import create_app
+    from mentor.api.app import tune_serving_process
     from mentor.logs import uvicorn_log_config
     from mentor.metrics import metrics_for_workers
     from mentor.runtime import build_runtime, prepare_for_workers
@@ -367,6 +368,7 @@ def serve(
     with embedding_progress(settings) as hooks:  # a first start embeds the whole corpus
         runtime = build_runtime(settings, **hooks)
     app = create_app(settings, runtime=runtime)
+    tune_serving_process()
     try:
         uvicorn.run(app, log_config=uvicorn_log_config(app), **server)  # access log: route templates, no queries
     finally:

@@ -63,6 +63,7 @@ class Reply:
     status: int = 200
     delay_s: float = 0.0
     token_delay_s: float = 0.0
+    body: bytes | None = None  # sent as the whole response, as is, with `status` (a broken upstream or proxy)
 
 
 Script = Iterable[Reply] | Callable[[dict], Reply] | None
@@ -178,6 +179,8 @@ class StubLLM:
             return error_response(500, f"stub script raised {exc!r}")
         if reply.delay_s > 0 and await _sleep_unless_disconnected(request, reply.delay_s):
             return Response(status_code=499)
+        if reply.body is not None:
+            return Response(reply.body, status_code=reply.status, media_type="application/json")
         if reply.status >= 400:
             return error_response(reply.status, reply.content or f"Scripted error with status {reply.status}")
 

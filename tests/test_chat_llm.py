@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from dataclasses import replace
 
 import pytest
@@ -133,6 +134,9 @@ def test_retry_that_fixes_the_answer_is_kept(llm) -> None:
         (Reply(delay_s=3.0, content="too late"), "timeout"),
         (Reply(tool_calls=[{"name": "launch_rockets", "arguments": {}}]), "unknown_tool"),
         (Reply(tool_calls=[{"name": "training_memory", "arguments": '{"params": "7B"'}]), "malformed_tool_call"),
+        (Reply(body=b"<html>502 Bad Gateway</html>"), "malformed_reply"),
+        (Reply(body=b'{"choices": []}'), "malformed_reply"),
+        (Reply(body=b'{"choices": [{"message": "hello"}]}'), "malformed_reply"),
     ],
 )
 def test_failures_fall_back_to_the_extractive_engine(llm, reply, reason) -> None:
@@ -260,3 +264,35 @@ def test_the_llm_answer_opens_with_what_the_module_does_not_cover(llm) -> None:
     with serve(app) as url:
         events = stream_events(url, {"message": "what does ZeRO shard?"})
     assert events[-1][1]["coverage"] == "full"
+
+
+def test_a_new_question_takes_one_forward_pass_signal_included(tmp_path, runtime) -> None:
+    """Retrieval embeds the question once; scope, planning, the LLM answer, its grounding check and the signal
+    writer (which stores the question's vector) add no second pass, and the same question asked again adds none."""
+    from mentor.db import make_engine
+    from mentor.signals.schema import migrate
+    from mentor.signals.writer import SignalWriter
+
+    url = f"sqlite:///{tmp_path / 'signals.db'}"
+    engine = make_engine(url)
+    migrate(engine)
+    writer = SignalWriter(engine, tmp_path / "signals.spool", embed=runtime.embedder.embed_query, retry_s=0.1)
+    with StubLLM() as stub:
+        stub.set_script(grounded_zero_answer)
+        settings = make_settings(tmp_path, llm_base_url=stub.url, llm_model="stub-model", database_url=url)
+        chat = build_chat(settings, runtime.catalog, runtime.embedder, sink=writer)
+        app = create_app(settings, runtime=replace(runtime, settings=settings, chat=chat, writer=writer.start()))
+        message = f"With DP, how does ZeRO (z3) cut the memory each GPU needs? Run {uuid.uuid4().hex[:8]}"
+        try:
+            with TestClient(app) as client:
+                before = runtime.embedder.queries_embedded
+                answer = ask(client, message)
+                assert writer.flush()
+                assert answer["engine"] == "llm" and answer["grounding"]["grounded"], answer
+                assert runtime.embedder.queries_embedded == before + 1
+                ask(client, message)
+                assert writer.flush()
+                assert runtime.embedder.queries_embedded == before + 1
+        finally:
+            writer.stop()
+    assert writer.written == 2

@@ -499,6 +499,16 @@ def test_every_calculator_renders_an_openai_tool_schema():
     json.dumps(schemas)
 
 
+def test_schemas_are_what_langchain_renders_for_the_argument_models():
+    """The schemas were langchain's convert_to_openai_tool output; they are built without it now (its first call
+    imports langsmith and the tracers, ~0.45 s of a cold start) and must not change for the model."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    for calculator in REGISTRY.values():
+        rendered = convert_to_openai_tool(calculator.args_model)["function"]["parameters"]
+        assert json.dumps(calculator.openai_schema["function"]["parameters"]) == json.dumps(rendered), calculator.name
+
+
 def test_count_fields_accept_strings_in_the_schema():
     properties = REGISTRY["training_memory"].json_schema["properties"]
     assert {"type": "string"} in properties["params"]["anyOf"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -42,8 +43,21 @@ from mentor.tools.registry import explain_json_error
 log = logging.getLogger(__name__)
 
 
+# How long a thread waiting for the GIL lets the holder run before asking for it (Python's default: 5 ms). A
+# question's reading and its forward pass coming back (worker threads), the signal writer and the event loop each
+# waited up to that for one another: at 1 ms a new question at concurrency 1 took 19.6 ms instead of 20.6 (p50),
+# and concurrency 32 served 1-3% more (side-by-side servers, 2 cores).
+GIL_SWITCH_INTERVAL_S = 0.001
+
+
+def tune_serving_process() -> None:
+    """Set what a process that serves requests needs of the interpreter (`mentor serve`, each worker)."""
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+
+
 def create_app_from_environment() -> FastAPI:
     """The app as a worker process builds it (`mentor serve --workers N`): settings from the environment."""
+    tune_serving_process()
     settings = Settings()
     if not logging.getLogger().handlers:  # `mentor serve` configured it already (mentor.logs.uvicorn_log_config)
         configure_logging(settings)

@@ -13,13 +13,22 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, get_type_hints
 
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ValidationError
 
 from mentor.errors import InvalidInput
 from mentor.tools.parsing import ToolArgs, show
 from mentor.tools.result import ToolResult
 from mentor.tools.wording import Recogniser
+
+
+def without_titles(schema: dict[str, Any], parent: str = "") -> dict[str, Any]:
+    """`schema` without the "title" keys pydantic adds, keeping a property that is named "title"."""
+    kept: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and not (parent == "properties" and isinstance(value, dict)):
+            continue
+        kept[key] = without_titles(value, key) if isinstance(value, dict) else value  # lists as they are, as langchain
+    return kept
 
 
 @dataclass(frozen=True)
@@ -50,10 +59,13 @@ class Calculator:
     @cached_property
     def openai_schema(self) -> dict[str, Any]:
         """Return the OpenAI function-calling schema {"type": "function", "function": {...}}."""
-        # langchain renders the pydantic model cleanly (titles dropped, anyOf kept); name and description
-        # come from the calculator, not from the model class.
-        rendered = convert_to_openai_tool(self.args_model)
-        parameters = rendered["function"]["parameters"]
+        # pydantic's schema with its titles dropped, anyOf kept: what langchain's convert_to_openai_tool renders
+        # for these models (tests/test_tools.py compares them), without its first call's imports (langsmith, the
+        # tracers: ~0.45 s of every start that builds the LLM engine). Name and description come from the
+        # calculator, not from the model class.
+        schema = self.args_model.model_json_schema()
+        schema.pop("description", None)  # the argument model's docstring: the tool's description is the function's
+        parameters = without_titles(schema)
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": parameters},
