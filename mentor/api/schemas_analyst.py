@@ -76,7 +76,10 @@ class ToolUsage(BaseModel):
 class FallbackReason(BaseModel):
     """Why an answer came from the extractive engine instead of the language model."""
 
-    reason: str = Field(description="timeout, connection, http_<status>, malformed_reply, unknown_tool, malformed_tool_call, tool_loop, ungrounded or abandoned (the learner left).")
+    reason: str = Field(
+        description="timeout, connection, http_<status>, malformed_reply, unknown_tool, malformed_tool_call, "
+        "tool_loop, ungrounded or abandoned (the learner left)."
+    )
     questions: int
     share: float | None = Field(description="Of all filtered questions.")
     learners: int
