@@ -56,7 +56,7 @@ class OpenAIChatModel:
     def __init__(self, *, base_url: str | None, api_key: str | None, model: str | None, timeout_s: float) -> None:
         # Imported here, not at the top: the SDK's types take ~0.7 s to import, which the offline default (and
         # every CLI command that builds a runtime) need not pay.
-        import httpx  # the SDK's own HTTP client, imported by it anyway
+        import httpx  # its Response, as `cast_to`: the raw reply, not a parsed model
         import openai
 
         self._errors = (openai.APIError, ValueError)
