@@ -16,7 +16,7 @@ from mentor.scope import ScopeExamples
 from mentor.text import ASKING, COMMON_WORDS, MAX_MESSAGE_CHARS, tokenize
 from mentor.text.jargon import expansions, spell_out
 from mentor.text.profile import ModuleProfile
-from mentor.text.spelling import correct
+from mentor.text.spelling import module_terms
 
 MAX_QUERY_CHARS = MAX_MESSAGE_CHARS  # a follow-up joined to its question is cut to fit (mentor.query)
 NUMERIC = re.compile(r"^\d+[a-z]?$")
@@ -120,7 +120,7 @@ class Retriever:
         vocab = self.modules[module_id].vocab
         terms: list[str] = []
         topical = matched = 0
-        for term in correct(tokenize(query), vocab):
+        for term in module_terms(query, vocab):
             terms.append(term)
             if not NUMERIC.match(term) and term not in ASKING:
                 topical += 1

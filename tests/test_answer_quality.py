@@ -63,6 +63,14 @@ def test_misspelt_and_hyphenated_terms_read_as_the_module_spells_them(profile) -
     assert "fp16" in profile.terms("fp-16 overflow") and "zero3" not in profile.terms("zero-3")
 
 
+def test_how_an_answer_should_read_is_not_part_of_what_it_is_about(profile) -> None:
+    assert [p.terms for p in question_parts("fsdp in a few words", profile)] == [("fsdp",)]
+    assert [p.terms for p in question_parts("pipeline bubble, the short version?", profile)] == [
+        ("pipelin", "bubbl")
+    ]
+    assert "embed" in question_parts("what goes in a word embedding?", profile)[0].terms  # not a format request
+
+
 def test_sentences_that_lean_on_the_one_before_are_recognised() -> None:
     assert leans_back("ZeRO/FSDP shard those 84 GB across the data-parallel GPUs")
     assert leans_back("`(vs fp16 weights = 7e9 * 2 = 14 GB)`")
@@ -89,6 +97,13 @@ def test_one_good_sentence_is_not_padded(runtime) -> None:
         "(no retraining)."
     ]
     assert answered.answer.coverage == "full"
+
+
+def test_what_a_topic_is_based_on_is_answered_by_its_reading_list_row(runtime) -> None:
+    answered = ask(runtime, "the scaling laws part, what is it based on?")
+    assert not answered.answer.out_of_scope
+    assert all(q.startswith("Reference") for q in quotes(answered.answer.text)), answered.answer.text
+    assert "Kaplan" in answered.answer.text or "Hoffmann" in answered.answer.text
 
 
 def test_overview_and_reading_list_are_quoted_only_when_asked_for(runtime) -> None:
@@ -134,6 +149,17 @@ def test_both_parts_of_a_two_part_question_are_answered(runtime) -> None:
     assert "full replica per GPU" in said and "instead of replicating it" in said
 
 
+def test_a_question_naming_two_things_the_module_says_apart_gets_a_sentence_on_each(runtime) -> None:
+    text = ask(runtime, "where do Kaplan and the Chinchilla paper disagree?").answer.text
+    assert any(q.startswith("Kaplan (2020)") for q in quotes(text)), text
+    assert any("Chinchilla" in q for q in quotes(text)), text
+
+
+def test_the_profile_knows_the_names_the_module_always_capitalises(profile) -> None:
+    assert {"kaplan", "chinchilla", "gptq", "llama"} <= profile.names
+    assert not {"loss", "scale", "train", "deploy"} & profile.names  # lower case elsewhere, or only opening a line
+
+
 def test_a_decision_states_its_verdict_first(runtime) -> None:
     for question, verdict in [
         ("will Adam training of a 6B model fit on one 48 GB card?", "no"),
@@ -168,6 +194,13 @@ def test_a_neighbour_topic_is_refused_and_covered_ones_in_odd_wording_are_not(ru
         answered = ask(runtime, question)
         assert not answered.answer.out_of_scope, question
         assert answered.answer.citations, question
+    for question in (  # a typo of a module word, a plural of jargon, a framework's name for the number format
+        "does bf16 need loss scailing too?",
+        "got OOMs with adam on a 7B model, what eats the memory?",
+        "which dtype avoids loss scaling?",
+    ):
+        answered = ask(runtime, question)
+        assert answered.answer.coverage == "full" and answered.answer.citations, (question, answered.answer.text)
     log_line = ask(runtime, "Attempted loss scale: 65536, reducing to 32768 — why?").answer.text
     assert "needs loss scaling" in log_line
 

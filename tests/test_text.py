@@ -25,7 +25,7 @@ from mentor.text import (
     strip_markers,
     tokenize,
 )
-from mentor.text.spelling import correct
+from mentor.text.spelling import MAX_RESPELLED, correct, module_terms, respell
 from mentor.text.units import clauses
 
 from .conftest import CORPUS
@@ -54,6 +54,25 @@ def test_a_four_letter_stem_missing_an_inner_letter_is_the_module_word() -> None
     assert correct(tokenize("tokns"), vocab) == ["token"]  # "tokns" stems to "tokn"
     assert correct(["ring"], vocab) == ["ring"]  # a first letter is never supplied: "ring" is not "bring"
     assert correct(["toke"], vocab) == ["toke"]  # nor a last one
+
+
+def test_a_word_with_one_letter_too_many_or_two_swapped_is_respelled_before_stemming() -> None:
+    vocab = set(tokenize("loss scaling, gradient accumulation, quantization"))
+    # "scailing" stems to "scail" and "scaling" to "scale": only the word as written is one edit away.
+    assert correct(tokenize("scailing"), vocab) == ["scail"]
+    assert module_terms("loss scailing", vocab) == ["loss", "scale"]
+    assert module_terms("quantizaiton and acumulation", vocab) == ["quantiz", "accumul"]
+    assert respell("gradeint", vocab) == "gradient"
+    # An English word is not a typo, and a short word is left alone.
+    assert respell("planing a train", {"plan"}) == "planing a train"
+    assert respell("losss", vocab) == "losss"
+
+
+def test_respelling_gives_up_after_a_few_unknown_words() -> None:
+    vocab = set(tokenize("scaling"))
+    text = " ".join(["qwertzuiop"] * MAX_RESPELLED + ["scailing"])
+    assert respell(text, vocab).endswith("scailing")  # a pasted page of names costs at most MAX_RESPELLED tries
+    assert respell("scailing", vocab) == "scaling"
 
 
 # ---- markers ------------------------------------------------------------------------------------------------

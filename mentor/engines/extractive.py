@@ -28,6 +28,7 @@ from mentor.engines.selection import (
     FLOOR,
     NEAREST,
     NOVELTY,
+    TOPICAL,
     Candidate,
     Part,
     Selection,
@@ -67,7 +68,6 @@ ASKS_PREREQUISITES = re.compile(
     re.I,
 )
 FRONT_MATTER = re.compile(r"\b(?:prerequisites?|audience)\s*:", re.I)
-TOPICAL = 2.5  # a part counts as asked only with a word this specific to a few of the module's sentences
 OWN_TERMS = 2  # a follow-up naming this many topic words is read on its own, not joined to the question before
 MAX_NAMED = 3  # the partial-coverage sentence names at most this many missing words or parts
 NAMING_UNITS = 2  # a word in more of the module's sentences than this names a topic, not a section

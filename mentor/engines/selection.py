@@ -19,7 +19,7 @@ import numpy as np
 from mentor.retrieve import Passage
 from mentor.safety import looks_like_injection
 from mentor.text import Unit, tokenize
-from mentor.text.jargon import spell_out
+from mentor.text.jargon import expansions, spell_out
 from mentor.text.markers import strip_markers
 from mentor.text.profile import ModuleProfile
 from mentor.text.units import clauses
@@ -38,6 +38,8 @@ TITLE_WEIGHT = 0.5  # a section title's words count half: "Mixed-precision train
 MIN_WORDS = 4
 CLAUSE_WEIGHT = 0.5  # a unit's best clause lifts its score by half the margin it has over the whole unit
 MAX_PARTS = 3
+TOPICAL = 2.5  # a word this specific to a few of the module's units names a topic (its weight: log inverse frequency)
+NAME_UNITS = 6  # a name in more of the module's units than this ("GPU", "ZeRO") is its subject, not one thing of two
 
 # Where a question holds a second question: "...?", "; ", ", and how ...", " and why ...".
 PART_BREAK = re.compile(
@@ -68,13 +70,20 @@ ASKS_SOURCES = re.compile(
     r"(?:idea|rule|law|concept|finding|result|term|name|trick|method|technique|approach)s?\b[^?.]{0,40}\bcomes? "
     r"from|(?:this|that|it) comes? from|"
     r"introduced|proposed|invented|came up with|learn more|resources?|who (?:wrote|published|proposed)|"
-    r"papers? (?:on|about|for|behind))\b",
+    r"papers? (?:on|about|for|behind)|based on(?=\W*$))\b",
     re.I,
 )
 # "give me the big picture", "what is this module about", "what do I need before starting"
 ASKS_ABOUT_MODULE = re.compile(
     r"\b(big picture|overview|summar\w*|about this|this (?:module|lesson|chapter)|prerequisites?|before "
     r"(?:starting|this|i start)|audience|who is (?:it|this) for|main idea|in a nutshell)\b",
+    re.I,
+)
+# How an answer should read, not what it is about: "zero in one sentence", "kaplan vs chinchilla, short version".
+FORMAT_REQUEST = re.compile(
+    r"[,;:(-]?\s*\b(?:in (?:one|a|1|two|2|a few|few|simple|plain) (?:sentences?|lines?|terms|english)|"
+    r"in (?:one|1|two|2|a few|few|simple|plain) words|"
+    r"(?:the )?(?:short|quick|brief|simple|tl;?dr) (?:version|answer)|briefly|in short|eli5|tl;?dr)\b\W*",
     re.I,
 )
 ASKS_REPEAT = re.compile(r"\b(again|repeat|once more|say that|restate|remind me)\b", re.I)
@@ -144,6 +153,7 @@ class Selection:
 def question_parts(question: str, profile: ModuleProfile) -> list[Part]:
     """The parts of a question: each of several questions, each side of a comparison; at most `MAX_PARTS`."""
     parts: list[tuple[str, str]] = []
+    question = FORMAT_REQUEST.sub(" ", question).strip() or question
     for clause in PART_BREAK.split(question):
         parts.extend(_sides(clause.strip(), profile))
     found = [part for text, name in parts if (part := Part.of(text, profile, name)).terms]
@@ -296,13 +306,38 @@ def select(
                 continue
             if any(_same_point(candidate, other) for other in chosen.values()):
                 continue  # the module says this twice (reference, one-liners); once is enough
-            lead = by_key.get(_before(candidate)) if candidate.leans_back else None
-            if lead is not None:
-                chosen.setdefault(_key(lead), lead)
-            chosen[_key(candidate)] = candidate
+            _take(candidate, chosen, by_key)
             taken += 1
+        # "what did Kaplan get wrong that Chinchilla fixed?" names two things the module says apart: a unit for
+        # the one the quotes so far leave out beats a second unit about the other, if it clears the floor.
+        named = _names_in(part, profile)
+        missing = named - {t for c in chosen.values() for t in c.terms} if len(named) > 1 else set()
+        for value, candidate in ranked:
+            if not missing or len(chosen) >= limit or value < floor:  # a name asked for: the usual floor
+                break
+            if candidate.terms & missing and not any(_same_point(candidate, o) for o in chosen.values()):
+                _take(candidate, chosen, by_key)
+                missing -= candidate.terms
     ordered = sorted(chosen.values(), key=lambda c: (c.passage.position, c.unit.index))
     return Selection(ordered, unanswered)
+
+
+def _names_in(part: Part, profile: ModuleProfile) -> set[str]:
+    """The module's names the learner wrote in a part ("Kaplan", "Chinchilla"): not those its jargon stands for
+    ("vram" adds "GPU memory"), nor its subject (a name in more than `NAME_UNITS` units)."""
+    written = (word for word in part.name.split() if not expansions(word))
+    terms = {t for word in written for t in profile.terms(word)}
+    return {t for t in terms if t in profile.names and profile.unit_counts.get(t, 0) <= NAME_UNITS}
+
+
+def _take(
+    candidate: Candidate, chosen: dict[tuple[str, int], Candidate], by_key: Mapping[tuple[str, int], Candidate]
+) -> None:
+    """Quote `candidate`, with the sentence before it when it leans on that one."""
+    lead = by_key.get(_before(candidate)) if candidate.leans_back else None
+    if lead is not None:
+        chosen.setdefault(_key(lead), lead)
+    chosen[_key(candidate)] = candidate
 
 
 def _key(candidate: Candidate) -> tuple[str, int]:

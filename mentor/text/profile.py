@@ -7,6 +7,8 @@
   restatements elsewhere (a reference section's first line), and a reading list's rows. They match every topic
   word and answer none, so they are quoted only when a learner asks about the module or its sources.
 - `sources`: the reading list's rows, the answer to "where does this idea come from?".
+- `names`: words the module always capitalises, inside a sentence too ("Kaplan", "Chinchilla", "GPTQ"): the
+  names of things it says apart, so a question naming two of them wants a sentence about each.
 """
 
 from __future__ import annotations
@@ -14,17 +16,19 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from mentor.text.spelling import correct
-from mentor.text.tokens import ASKING, tokenize
+from mentor.text.sentences import split_sentences
+from mentor.text.spelling import module_terms
+from mentor.text.tokens import ASKING, stems, tokenize
 from mentor.text.units import split_units
 
 # A section whose title names a reading list ("Go further", "Further reading", "Resources"); "Reference face"
 # (a quick-scan summary) is not one.
 SOURCES_TITLE = re.compile(r"\b(go further|further reading|reading list|resources|bibliography|sources)\b", re.I)
+WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 RESTATEMENT = 0.6  # share of words a sentence must share with an opening sentence to count as its restatement
 
 
@@ -44,10 +48,11 @@ class ModuleProfile:
     unit_counts: Mapping[str, int] = field(default_factory=dict)  # how many units use each word
     boilerplate: frozenset[str] = frozenset()
     sources: frozenset[str] = frozenset()
+    names: frozenset[str] = frozenset()
 
     def words(self, text: str) -> list[str]:
         """A learner's text as the module spells it, in order, without words of asking ("stage", "2" kept)."""
-        return [t for t in correct(tokenize(text), self.term_weights.keys()) if t not in ASKING]
+        return [t for t in module_terms(text, self.term_weights.keys()) if t not in ASKING]
 
     def terms(self, text: str) -> tuple[str, ...]:
         """The topic terms of a learner's text: its `words` without numbers, each once."""
@@ -71,4 +76,19 @@ class ModuleProfile:
         for (_, text), unit_terms in zip(units, terms, strict=True):
             if unit_terms and any(len(unit_terms & o) / len(unit_terms | o) >= RESTATEMENT for o in opening if o):
                 boilerplate.add(text)
-        return cls(weights, dict(frequency), frozenset(boilerplate), sources)
+        return cls(weights, dict(frequency), frozenset(boilerplate), sources, _names(text for _, text in units))
+
+
+def _names(texts: Iterable[str]) -> frozenset[str]:
+    """The stems of words never written in lower case, and capitalised at least once inside a sentence."""
+    lower: set[str] = set()
+    inside: set[str] = set()
+    for text in texts:
+        for sentence in split_sentences(text):
+            words = WORD.findall(sentence)
+            for position, (word, stem) in enumerate(zip(words, stems([w.lower() for w in words]), strict=True)):
+                if word.islower():
+                    lower.add(stem)
+                elif position > 0 and word[0].isupper():
+                    inside.add(stem)
+    return frozenset(inside - lower)

@@ -1,6 +1,8 @@
-"""Learners' spellings mapped onto a module's words: "paralel" -> "parallel", "zero3" -> "zero", "3".
+"""Learners' spellings mapped onto a module's words: "paralel" -> "parallel", "zero3" -> "zero", "3",
+"scailing" -> "scaling".
 
-Retrieval, the scope decision and the extractive engine's sentence choice read a question's terms the same way.
+Retrieval, the scope decision and the extractive engine's sentence choice read a question's terms the same way
+(`module_terms`).
 """
 
 from __future__ import annotations
@@ -8,8 +10,47 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Set
 
+from mentor.text.tokens import COMMON_WORDS, stems, tokenize
+
 LETTERS_DIGITS = re.compile(r"[a-z]+|\d+")
+WORD = re.compile(r"[A-Za-z]+")
 MIN_TYPO_LENGTH = 6  # "bread" is not a misspelt "read": short words are left alone
+# Unknown words a text gets respelled at most: a question holds a typo or two, and a pasted page of names would
+# otherwise cost ~40 candidate stems per word (35 ms for 4,000 characters of them).
+MAX_RESPELLED = 16
+
+
+def module_terms(text: str, vocab: Set[str]) -> list[str]:
+    """The stemmed terms of a learner's `text`, its misspellings of the module's words corrected."""
+    return correct(tokenize(respell(text, vocab)), vocab)
+
+
+def respell(text: str, vocab: Set[str]) -> str:
+    """`text` with each long word the module does not use replaced by the module word it becomes without one
+    extra letter or with two neighbours swapped back ("scailing" -> "scaling", "sacling" -> "scaling").
+
+    Done on the word as written, before stemming: the stems of a typo and of its word can differ by more than
+    the one edit `correct` allows ("scailing" stems to "scail", "scaling" to "scale"). Ordinary English words
+    are never respelled: "planing" is a word, not a typo of "planning".
+    """
+
+    tried = 0
+
+    def fixed(match: re.Match[str]) -> str:
+        nonlocal tried
+        word = match.group(0)
+        lower = word.lower()
+        if tried >= MAX_RESPELLED or len(lower) < MIN_TYPO_LENGTH or lower in COMMON_WORDS:
+            return word
+        if stems([lower])[0] in vocab:
+            return word
+        tried += 1
+        dropped = [lower[:i] + lower[i + 1 :] for i in range(len(lower))]
+        swapped = [lower[:i] + lower[i + 1] + lower[i] + lower[i + 2 :] for i in range(len(lower) - 1)]
+        candidates = dropped + swapped
+        return next((c for c, stem in zip(candidates, stems(candidates), strict=True) if stem in vocab), word)
+
+    return WORD.sub(fixed, text)
 
 
 def near(a: str, b: str) -> bool:

@@ -63,6 +63,11 @@ def tokenize(text: str) -> list[str]:
     words = [t for t in TOKEN.findall(lower) if t not in STOPWORDS and (len(t) > 1 or t.isdigit())]
     words += [w.replace("-", "") for w in HYPHENATED.findall(lower)]
     words += [w.replace("-", "") for w in NAME_NUMBER.findall(lower)]
+    return stems(words)
+
+
+def stems(words: list[str]) -> list[str]:
+    """Lower-case words stemmed as `tokenize` stems them (stop words not removed)."""
     # British and American spellings meet ("quantisation" -> "quantization"), in documents and questions alike;
     # so do an adjective and its comparative ("smaller models" answers "a small model").
     return _stemmer.stemWords([COMPARATIVES.get(w, BRITISH.sub(r"iz\1", w)) for w in words])
