@@ -106,6 +106,11 @@ def test_what_a_topic_is_based_on_is_answered_by_its_reading_list_row(runtime) -
     assert "Kaplan" in answered.answer.text or "Hoffmann" in answered.answer.text
 
 
+def test_the_reading_list_row_follows_the_topic_not_the_lists_own_opening_line(runtime) -> None:
+    text = ask(runtime, "any references for the quantization bit?").answer.text
+    assert quotes(text) and all("Frantar" in q for q in quotes(text)), text
+
+
 def test_overview_and_reading_list_are_quoted_only_when_asked_for(runtime) -> None:
     for question in ("what does mixed precision training keep in fp32?", "how does ZeRO save memory?"):
         text = ask(runtime, question).answer.text

@@ -244,7 +244,9 @@ class ExtractiveEngine:
         then the rows nearest to that sentence and the question together ("which paper should I cite for the
         20-tokens-per-parameter rule?" -> the Chinchilla sentence -> Hoffmann et al. 2022)."""
         listed = [c for c in pool if c.unit.text in profile.sources]
-        content = [c for c in pool if c.unit.text not in profile.sources]
+        # What the module teaches, not what describes it: "Curated resources on ... quantization" (the list's own
+        # opening line) shares the question's words and points at no row in particular.
+        content = [c for c in pool if c.unit.text not in profile.boilerplate]
         if not listed:
             return []
         # A row the question names ("citing micikevicius", "the kaplan one") is the answer, whatever else is near.
@@ -257,9 +259,12 @@ class ExtractiveEngine:
             return listed
         rows: list[Candidate] = []
         for candidate in about:
+            # A row naming what the sentence names ("GPTQ/AWQ", "Chinchilla", "ZeRO") is its source; only
+            # without one does the nearest row stand in ("memory-bound decode" is not a citation).
+            named = [c for c in listed if c.terms & candidate.terms & profile.names] or listed
             target = Part.of(f"{' '.join(p.text for p in parts)} {candidate.unit.text}", profile)
             vector = self._embedder.embed_query(target.text)
-            ranked = sorted(listed, key=lambda c: -score(c, target, vector, profile))
+            ranked = sorted(named, key=lambda c: -score(c, target, vector, profile))
             rows.extend(c for c in ranked[:1] if c not in rows)
         return sorted(rows, key=lambda c: (c.passage.position, c.unit.index))
 
