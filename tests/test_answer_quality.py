@@ -160,6 +160,12 @@ def test_a_question_naming_two_things_the_module_says_apart_gets_a_sentence_on_e
     assert any("Chinchilla" in q for q in quotes(text)), text
 
 
+def test_the_sentence_about_a_named_thing_beats_one_that_mentions_it(runtime) -> None:
+    text = ask(runtime, "what was Chinchilla's actual recommendation?").answer.text
+    assert quotes(text) and quotes(text)[0].startswith("Chinchilla (2022)"), text
+    assert not any(q.startswith("Deployment twist") for q in quotes(text)), text
+
+
 def test_the_profile_knows_the_names_the_module_always_capitalises(profile) -> None:
     assert {"kaplan", "chinchilla", "gptq", "llama"} <= profile.names
     assert not {"loss", "scale", "train", "deploy"} & profile.names  # lower case elsewhere, or only opening a line

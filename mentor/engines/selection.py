@@ -36,6 +36,7 @@ PAIR_WEIGHT = 0.15
 RANK_WEIGHT = 0.2  # retrieval ranked whole passages with both signals: a unit of passage [1] gets 0.2, of [4] 0.05
 TITLE_WEIGHT = 0.5  # a section title's words count half: "Mixed-precision training" frames its sentences
 MIN_WORDS = 4
+HEAD_WEIGHT = 0.1  # a unit whose lead-in names what the learner named is about it, not one that mentions it
 CLAUSE_WEIGHT = 0.5  # a unit's best clause lifts its score by half the margin it has over the whole unit
 MAX_PARTS = 3
 TOPICAL = 2.5  # a word this specific to a few of the module's units names a topic (its weight: log inverse frequency)
@@ -86,6 +87,7 @@ FORMAT_REQUEST = re.compile(
     r"(?:the )?(?:short|quick|brief|simple|tl;?dr) (?:version|answer)|briefly|in short|eli5|tl;?dr)\b\W*",
     re.I,
 )
+HEAD = re.compile(r"^((?:\S+\s+){0,4}?\S+?)\s*(?::|\s—\s)")
 ASKS_REPEAT = re.compile(r"\b(again|repeat|once more|say that|restate|remind me)\b", re.I)
 # A unit that cannot stand alone: it points back ("those 84 GB", "that alone", "the same idea") early on, or
 # continues the line before it ("(vs fp16 weights ...)", "the optimizer state, not the weights, ...").
@@ -102,14 +104,19 @@ class Part:
     pairs: tuple[tuple[str, str], ...] = ()
     name: str = ""  # how the coverage sentence names it: the side of a comparison, or the clause
     words: tuple[str, ...] = ()  # every term, numbers and words the module lacks included
+    # The module's names the learner wrote ("Kaplan", "Chinchilla"): not those its jargon stands for ("vram" adds
+    # "GPU memory"), nor the module's subject (a name in more than `NAME_UNITS` units).
+    names: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, text: str, profile: ModuleProfile, name: str = "") -> Part:
         name = (name or text).strip(" ,;:?!.")
+        written = {t for word in name.split() if not expansions(word) for t in profile.terms(word)}
+        names = frozenset(t for t in written if t in profile.names and profile.unit_counts.get(t, 0) <= NAME_UNITS)
         text = spell_out(text)  # "DP: what does each GPU hold? (data parallel)"
         words = profile.words(text)
         pairs = tuple(dict.fromkeys(zip(words, words[1:], strict=False)))
-        return cls(text, profile.terms(text), pairs, name, tuple(words))
+        return cls(text, profile.terms(text), pairs, name, tuple(words), names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +147,8 @@ class Candidate:
     # The unit's claims when it lists several ("GPTQ minimises ...; AWQ protects ...; both are post-training"):
     # a question about one of them is scored against that claim, not diluted by the others.
     clauses: tuple[View, ...] = ()
+    # What the unit is about, when it says so up front: "Chinchilla (2022): ...", "Pipeline parallel (PP) — ...".
+    head: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +201,13 @@ def _sides(clause: str, profile: ModuleProfile) -> list[tuple[str, str]]:
     return [(f"{left} {frame}".strip(), left), (f"{right} {frame}".strip(), right)]
 
 
+def head_of(text: str) -> frozenset[str]:
+    """The terms of a unit's lead-in, when it opens by naming its subject: the words before its first colon or
+    dash, if that comes within the first few words."""
+    match = HEAD.match(text)
+    return frozenset(tokenize(match.group(1))) if match else frozenset()
+
+
 def leans_back(text: str) -> bool:
     """True for a unit that needs the sentence before it to make sense."""
     return bool(POINTS_BACK.match(text)) or text.lstrip("`").startswith("(")
@@ -221,7 +237,9 @@ def candidates(
             pairs = frozenset(zip(terms, terms[1:], strict=False))
             views = tuple(View.of(c, v) for c, v in zip(clauses(text), clause_vector, strict=True))
             found.append(
-                Candidate(passage, unit, vector, frozenset(terms), pairs, title_terms, leans_back(text), views)
+                Candidate(
+                    passage, unit, vector, frozenset(terms), pairs, title_terms, leans_back(text), views, head_of(text)
+                )
             )
     return found
 
@@ -234,7 +252,8 @@ def score(candidate: Candidate, part: Part, part_vector: np.ndarray, profile: Mo
     base = read(whole, candidate.title_terms, part, part_vector, profile)
     clauses = (read(view, candidate.title_terms, part, part_vector, profile) for view in candidate.clauses)
     best = max(clauses, default=base)
-    return prior + base + CLAUSE_WEIGHT * max(0.0, best - base)
+    about = HEAD_WEIGHT if candidate.head & part.names else 0.0
+    return prior + base + CLAUSE_WEIGHT * max(0.0, best - base) + about
 
 
 def read(
@@ -310,7 +329,7 @@ def select(
             taken += 1
         # "what did Kaplan get wrong that Chinchilla fixed?" names two things the module says apart: a unit for
         # the one the quotes so far leave out beats a second unit about the other, if it clears the floor.
-        named = _names_in(part, profile)
+        named = set(part.names)
         missing = named - {t for c in chosen.values() for t in c.terms} if len(named) > 1 else set()
         for value, candidate in ranked:
             if not missing or len(chosen) >= limit or value < floor:  # a name asked for: the usual floor
@@ -320,14 +339,6 @@ def select(
                 missing -= candidate.terms
     ordered = sorted(chosen.values(), key=lambda c: (c.passage.position, c.unit.index))
     return Selection(ordered, unanswered)
-
-
-def _names_in(part: Part, profile: ModuleProfile) -> set[str]:
-    """The module's names the learner wrote in a part ("Kaplan", "Chinchilla"): not those its jargon stands for
-    ("vram" adds "GPU memory"), nor its subject (a name in more than `NAME_UNITS` units)."""
-    written = (word for word in part.name.split() if not expansions(word))
-    terms = {t for word in written for t in profile.terms(word)}
-    return {t for t in terms if t in profile.names and profile.unit_counts.get(t, 0) <= NAME_UNITS}
 
 
 def _take(
