@@ -16,7 +16,7 @@ import pytest
 
 from mentor.answer import ChatInput
 from mentor.corpus import chunk_module, load_corpus
-from mentor.engines.selection import leans_back, question_parts
+from mentor.engines.selection import head_of, leans_back, question_parts
 from mentor.framing import PARTIAL_OPENING
 from mentor.text import split_sentences, strip_markers
 from mentor.text.profile import ModuleProfile
@@ -164,6 +164,17 @@ def test_the_sentence_about_a_named_thing_beats_one_that_mentions_it(runtime) ->
     text = ask(runtime, "what was Chinchilla's actual recommendation?").answer.text
     assert quotes(text) and quotes(text)[0].startswith("Chinchilla (2022)"), text
     assert not any(q.startswith("Deployment twist") for q in quotes(text)), text
+
+
+def test_a_claim_opening_with_the_named_thing_is_about_it() -> None:
+    assert head_of("Chinchilla (2022): scale N and D together") == {"chinchilla", "2022"}
+    assert {"gptq", "awq"} <= head_of("GPTQ minimises output error via Hessian info; AWQ protects salient channels")
+    assert "gptq" not in head_of("Weight-only int4 (GPTQ/AWQ) shrinks the model and bytes read per decode step")
+
+
+def test_a_method_question_is_answered_by_the_claim_about_that_method(runtime) -> None:
+    text = ask(runtime, "how does gptq decide how to round weights?").answer.text
+    assert quotes(text) and quotes(text)[0].startswith("GPTQ minimises output error"), text
 
 
 def test_the_profile_knows_the_names_the_module_always_capitalises(profile) -> None:

@@ -202,10 +202,12 @@ def _sides(clause: str, profile: ModuleProfile) -> list[tuple[str, str]]:
 
 
 def head_of(text: str) -> frozenset[str]:
-    """The terms of a unit's lead-in, when it opens by naming its subject: the words before its first colon or
-    dash, if that comes within the first few words."""
+    """What a unit names as its subject: the words of its lead-in (before its first colon or dash, if that comes
+    within the first few words), and the first word of each of its claims ("GPTQ minimises …; AWQ protects …")."""
     match = HEAD.match(text)
-    return frozenset(tokenize(match.group(1))) if match else frozenset()
+    lead = set(tokenize(match.group(1))) if match else set()
+    firsts = {terms[0] for claim in (text, *clauses(text)) if (terms := tokenize(claim))}
+    return frozenset(lead | firsts)
 
 
 def leans_back(text: str) -> bool:
