@@ -5,7 +5,9 @@ A unit's score for a part is its embedding similarity to the part plus the weigh
 uses (`ModuleProfile.term_weights`: a rare word like "bubble" counts, a word in every sentence like "GPU"
 barely). A part is answered when its best unit clears `FLOOR`; a second unit joins only when it is nearly as
 good (`RUNNER_UP`), so one good sentence is never padded with a weaker one. A unit that leans on the sentence
-before it ("those 84 GB", "(vs fp16 weights ...)") is quoted with that sentence or not at all.
+before it ("those 84 GB", "(vs fp16 weights ...)") is quoted with that sentence or not at all. A unit whose subject
+is a name the learner wrote ("Chinchilla (2022): ...") scores a little more than one that only mentions it, and a
+part naming two of the module's names ("Kaplan", "Chinchilla") gets a unit on each.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ PAIR_WEIGHT = 0.15
 RANK_WEIGHT = 0.2  # retrieval ranked whole passages with both signals: a unit of passage [1] gets 0.2, of [4] 0.05
 TITLE_WEIGHT = 0.5  # a section title's words count half: "Mixed-precision training" frames its sentences
 MIN_WORDS = 4
-HEAD_WEIGHT = 0.1  # a unit whose lead-in names what the learner named is about it, not one that mentions it
+HEAD_WEIGHT = 0.1  # a unit whose subject (`head_of`) the learner named is about it, not one that mentions it
 CLAUSE_WEIGHT = 0.5  # a unit's best clause lifts its score by half the margin it has over the whole unit
 MAX_PARTS = 3
 TOPICAL = 2.5  # a word this specific to a few of the module's units names a topic (its weight: log inverse frequency)
