@@ -6,7 +6,6 @@ import asyncio
 import logging
 import sys
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -51,13 +50,6 @@ log = logging.getLogger(__name__)
 GIL_SWITCH_INTERVAL_S = 0.001
 
 
-# Threads behind `asyncio.to_thread`. A question reads its passages in one (`ChatService.read`), and concurrent
-# questions share the embedder's next forward pass only while each holds a thread: Python's default pool
-# (cpu_count + 4: six here) kept 32 concurrent new questions to batches of ~3; with 32 threads they were ~9 and
-# the server answered ~5% more (medians of six side-by-side runs: 74.5 against 70.7 req/s on 2 cores).
-WORKER_THREADS = 32
-
-
 def tune_serving_process() -> None:
     """Set what a process that serves requests needs of the interpreter (`mentor serve`, each worker)."""
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
@@ -94,9 +86,6 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        asyncio.get_running_loop().set_default_executor(
-            ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="mentor-worker")
-        )
         app.state.settings = settings
         app.state.runtime = built = runtime or await asyncio.to_thread(build_runtime, settings)
         # The writer first: its schema check then runs while the stages warm, not inside a learner's request.
