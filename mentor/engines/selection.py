@@ -12,6 +12,7 @@ part naming two of the module's names ("Kaplan", "Chinchilla") gets a unit on ea
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -113,12 +114,10 @@ class Part:
     @classmethod
     def of(cls, text: str, profile: ModuleProfile, name: str = "") -> Part:
         name = (name or text).strip(" ,;:?!.")
-        written = {t for word in name.split() if not expansions(word) for t in profile.terms(word)}
-        names = frozenset(t for t in written if t in profile.names and profile.unit_counts.get(t, 0) <= NAME_UNITS)
         text = spell_out(text)  # "DP: what does each GPU hold? (data parallel)"
         words = profile.words(text)
         pairs = tuple(dict.fromkeys(zip(words, words[1:], strict=False)))
-        return cls(text, profile.terms(text), pairs, name, tuple(words), names)
+        return cls(text, profile.terms(text), pairs, name, tuple(words), _names(name, profile))
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +202,15 @@ def _sides(clause: str, profile: ModuleProfile) -> list[tuple[str, str]]:
     return [(f"{left} {frame}".strip(), left), (f"{right} {frame}".strip(), right)]
 
 
+def _names(written: str, profile: ModuleProfile) -> frozenset[str]:
+    """The module's names among the words the learner wrote, but for jargon ("TP", "vram") and the subject."""
+    names = {t for t in profile.terms(written) if t in profile.names and profile.unit_counts[t] <= NAME_UNITS}
+    if names:  # most questions name none: the jargon is looked for only when there is something to take it from
+        names -= {t for word in written.split() if expansions(word) for t in profile.terms(word)}
+    return frozenset(names)
+
+
+@functools.lru_cache(maxsize=4096)  # a module's units recur in every question's candidates
 def head_of(text: str) -> frozenset[str]:
     """What a unit names as its subject: the words of its lead-in (before its first colon or dash, if that comes
     within the first few words), and the first word of each of its claims ("GPTQ minimises …; AWQ protects …")."""
