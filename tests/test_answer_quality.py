@@ -65,9 +65,7 @@ def test_misspelt_and_hyphenated_terms_read_as_the_module_spells_them(profile) -
 
 def test_how_an_answer_should_read_is_not_part_of_what_it_is_about(profile) -> None:
     assert [p.terms for p in question_parts("fsdp in a few words", profile)] == [("fsdp",)]
-    assert [p.terms for p in question_parts("pipeline bubble, the short version?", profile)] == [
-        ("pipelin", "bubbl")
-    ]
+    assert [p.terms for p in question_parts("pipeline bubble, the short version?", profile)] == [("pipelin", "bubbl")]
     assert "embed" in question_parts("what goes in a word embedding?", profile)[0].terms  # not a format request
 
 
@@ -152,6 +150,37 @@ def test_both_parts_of_a_two_part_question_are_answered(runtime) -> None:
     text = ask(runtime, "what does data parallelism replicate, and how does zero cut that waste?").answer.text
     said = " ".join(quotes(text))
     assert "full replica per GPU" in said and "instead of replicating it" in said
+
+
+def test_a_contrast_names_a_second_subject_to_answer(profile) -> None:
+    parts = question_parts("why do fp16 runs need loss scaling, and bf16 runs don't?", profile)
+    assert [p.terms for p in parts] == [("fp16", "loss", "scale"), ("bf16",)]
+    assert len(question_parts("why do fp16 runs need loss scaling and an fp32 master copy?", profile)) == 1
+
+
+def test_both_sides_of_a_contrast_are_answered(runtime) -> None:
+    answer = ask(runtime, "fp16 training multiplies the loss up, but bf16 training doesn't: why?").answer
+    said = " ".join(quotes(answer.text))
+    assert "needs loss scaling" in said and "bf16 keeps fp32's 8-bit exponent" in said, said
+
+
+def test_the_tracks_plain_words_find_its_terms(runtime) -> None:
+    for question in ("how do I keep GPUs from idling between pipeline stages?", "why do pipeline stages sit idle?"):
+        idle = ask(runtime, question).answer
+        assert not idle.out_of_scope and "pipeline bubble" in " ".join(quotes(idle.text)), (question, idle.text)
+    decode = ask(runtime, "why is autoregressive generation sped up by int4 weights?").answer
+    assert quotes(decode.text) and all("decode" in q for q in quotes(decode.text)), decode.text
+
+
+def test_a_side_answered_by_the_unit_naming_both_is_not_padded(runtime) -> None:
+    text = ask(runtime, "what does bf16 sacrifice compared to fp32?").answer.text
+    assert [q[:31] for q in quotes(text)] == ["bf16 keeps fp32's 8-bit exponen"], text
+
+
+def test_a_follow_up_naming_something_new_is_not_answered_with_the_earlier_name(runtime) -> None:
+    first = ask(runtime, "what is the chinchilla rule?")
+    text = ask(runtime, "and what did kaplan say before that?", conversation=first.conversation_id).answer.text
+    assert [q[:13] for q in quotes(text)] == ["Kaplan (2020)"], text
 
 
 def test_a_question_naming_two_things_the_module_says_apart_gets_a_sentence_on_each(runtime) -> None:

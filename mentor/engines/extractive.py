@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -175,10 +176,12 @@ class ExtractiveEngine:
             follow_up = bool(question.history) and query != question.text
             own = Part.of(question.text, profile)
             alone = len(own.terms) >= OWN_TERMS and not ASKS_REPEAT.search(question.text)
-            parts = [own if alone else Part.of(query, profile)] if follow_up else question_parts(query, profile)
+            # Joined, the earlier question lends its topic; the names it wrote ("what did Chinchilla recommend?"
+            # before "and what did Kaplan say?") were answered then, and are not asked for again.
+            joined = replace(Part.of(query, profile), names=own.names)
+            parts = [own if alone else joined] if follow_up else question_parts(query, profile)
             if follow_up and alone:
                 # Read both ways; keep the reading that what the last answer left unsaid answers better.
-                joined = Part.of(query, profile)
                 unsaid = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
                 own_best, joined_best = (
                     best_score([p], [self._embedder.embed_query(p.text)], unsaid, profile) for p in (own, joined)

@@ -7,7 +7,8 @@ barely). A part is answered when its best unit clears `FLOOR`; a second unit joi
 good (`RUNNER_UP`), so one good sentence is never padded with a weaker one. A unit that leans on the sentence
 before it ("those 84 GB", "(vs fp16 weights ...)") is quoted with that sentence or not at all. A unit whose subject
 is a name the learner wrote ("Chinchilla (2022): ...") scores a little more than one that only mentions it, and a
-part naming two of the module's names ("Kaplan", "Chinchilla") gets a unit on each.
+part naming two of the module's names ("Kaplan", "Chinchilla") gets a unit on each. A part that a unit quoted for
+an earlier part answers as well as any ("what does bf16 give up compared with fp32?") gets nothing more.
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ NAME_UNITS = 6  # a name in more of the module's units than this ("GPU", "ZeRO")
 # Where a question holds a second question: "...?", "; ", ", and how ...", " and why ...".
 PART_BREAK = re.compile(
     r"\?\s+(?=\S)|;\s+|[.!]\s+(?=[A-Z]|(?:how|why|what|when|which|where|and|also)\b)"
-    r"|,?\s+(?:and|but|also)\s+(?=(?:how|why|what|when|which|where|who|is|are|does|do|can|should|would|will)\b)",
+    r"|,?\s+(?:and|but|also)\s+(?=(?:how|why|what|when|which|where|who|is|are|does|do|can|should|would|will)\b)"
+    # "why do fp16 runs need loss scaling, and bf16 runs don't?": a contrast names a second subject to answer.
+    r"|,?\s+(?:and|but|while|whereas)\s+(?=(?:[\w./+-]+\s+){1,2}(?:don'?t|doesn'?t|do not|does not|isn'?t|aren'?t"
+    r"|can'?t|cannot|won'?t|needn'?t|never)\b)",
     re.I,
 )
 # "explain bf16 and fp16", "tell me about DP and TP": a request for two things, each a part.
@@ -110,14 +114,24 @@ class Part:
     # The module's names the learner wrote ("Kaplan", "Chinchilla"): not those its jargon stands for ("vram" adds
     # "GPU memory"), nor the module's subject (a name in more than `NAME_UNITS` units).
     names: frozenset[str] = frozenset()
+    # What a word the module never uses stands for ("idling" -> "pipeline bubble"): the module's own phrase for
+    # what was asked, the only handle on it, so a unit using that phrase is about it.
+    phrases: frozenset[tuple[str, str]] = frozenset()
 
     @classmethod
     def of(cls, text: str, profile: ModuleProfile, name: str = "") -> Part:
         name = (name or text).strip(" ,;:?!.")
+        meant = [
+            phrase
+            for word in text.split()
+            if not any(t in profile.term_weights for t in profile.terms(word))
+            for phrase in expansions(word)
+        ]
         text = spell_out(text)  # "DP: what does each GPU hold? (data parallel)"
         words = profile.words(text)
         pairs = tuple(dict.fromkeys(zip(words, words[1:], strict=False)))
-        return cls(text, profile.terms(text), pairs, name, tuple(words), _names(name, profile))
+        phrases = frozenset(pair for phrase in meant for pair in _pairs(profile.words(phrase)))
+        return cls(text, profile.terms(text), pairs, name, tuple(words), _names(name, profile), phrases)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +216,10 @@ def _sides(clause: str, profile: ModuleProfile) -> list[tuple[str, str]]:
     return [(f"{left} {frame}".strip(), left), (f"{right} {frame}".strip(), right)]
 
 
+def _pairs(words: Sequence[str]) -> zip[tuple[str, str]]:
+    return zip(words, words[1:], strict=False)
+
+
 def _names(written: str, profile: ModuleProfile) -> frozenset[str]:
     """The module's names among the words the learner wrote, but for jargon ("TP", "vram") and the subject."""
     names = {t for t in profile.terms(written) if t in profile.names and profile.unit_counts[t] <= NAME_UNITS}
@@ -268,9 +286,7 @@ def score(candidate: Candidate, part: Part, part_vector: np.ndarray, profile: Mo
     return prior + base + CLAUSE_WEIGHT * max(0.0, best - base) + about
 
 
-def read(
-    view: View, title_terms: frozenset[str], part: Part, part_vector: np.ndarray, profile: ModuleProfile
-) -> float:
+def read(view: View, title_terms: frozenset[str], part: Part, part_vector: np.ndarray, profile: ModuleProfile) -> float:
     """Similarity to the part, plus the weighted share of the part's words the text (or its title) uses, plus
     the share of the part's word pairs it uses side by side ("loss scale" in "loss scaling", not "loss falls ...
     Scaling laws"). Words the module never uses count for no unit: what they ask, the coverage sentence says."""
@@ -280,11 +296,11 @@ def read(
         return dense
     total = sum(profile.term_weights[t] for t in known)
     shared = sum(
-        profile.term_weights[t] * (1.0 if t in view.terms else TITLE_WEIGHT if t in title_terms else 0)
-        for t in known
+        profile.term_weights[t] * (1.0 if t in view.terms else TITLE_WEIGHT if t in title_terms else 0) for t in known
     )
     adjacent = sum(pair in view.pairs for pair in part.pairs) / len(part.pairs) if part.pairs else 0.0
-    return dense + LEXICAL_WEIGHT * shared / total + PAIR_WEIGHT * adjacent
+    meant = PAIR_WEIGHT if part.phrases & view.pairs else 0.0
+    return dense + LEXICAL_WEIGHT * shared / total + PAIR_WEIGHT * adjacent + meant
 
 
 def best_score(
@@ -328,7 +344,14 @@ def select(
         best = ranked[0][0]
         # A part whose best unit is only fairly relevant may be answered by the next one instead: take both.
         margin = RUNNER_UP if best >= SURE else UNSURE_RUNNER_UP
-        taken = 0
+        close = [(value, c) for value, c in ranked if value >= max(part_floor, best - margin)]
+        # A unit as good as the part's best is quoted already ("what does bf16 give up compared with fp32?": the
+        # bf16 unit naming fp32 answers both sides): it answers this part too, and more would only pad it.
+        taken = per_part if any(_key(c) in chosen for _, c in close) else 0
+        if best < SURE and any(c.head & part.names for _, c in close):
+            # Of fairly relevant units, one about what the learner named ("Kaplan (2020): ...") answers; one that
+            # only mentions something near it does not join it.
+            ranked = [(value, c) for value, c in close if c.head & part.names]
         for value, candidate in ranked:
             if taken == per_part or len(chosen) >= limit or value < max(part_floor, best - margin):
                 break

@@ -36,6 +36,10 @@ JARGON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\bpartition\w*", "shard", True),
         (r"\b(?:grad(?:ient)?[\s-]*)?scaler\b", "loss scaling", True),
         (r"\b16[\s-]*bit\b", "fp16 bf16", True),
+        # Plain words for the track's terms: devices "sitting idle" in a pipeline are its bubble, and generating
+        # tokens one at a time is what the modules call decode.
+        (r"\bidl(?:e|es|ed|ing)\b", "pipeline bubble", True),
+        (r"\b(?:generat(?:e|es|ed|ing|ion)|autoregressive\w*|token[\s-]+by[\s-]+token)\b", "decode", True),
     )
 )
 
