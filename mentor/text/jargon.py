@@ -37,9 +37,15 @@ JARGON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\b(?:grad(?:ient)?[\s-]*)?scaler\b", "loss scaling", True),
         (r"\b16[\s-]*bit\b", "fp16 bf16", True),
         # Plain words for the track's terms: devices "sitting idle" in a pipeline are its bubble, and generating
-        # tokens one at a time is what the modules call decode.
+        # tokens one at a time is what the modules call decode (not "generation" alone: "retrieval augmented
+        # generation" and "diffusion models generate images" are other topics).
         (r"\bidl(?:e|es|ed|ing)\b", "pipeline bubble", True),
-        (r"\b(?:generat(?:e|es|ed|ing|ion)|autoregressive\w*|token[\s-]+by[\s-]+token)\b", "decode", True),
+        (
+            r"\b(?:generat(?:e|es|ed|ing|ion)\s+(?:\w+\s+){0,2}?tokens?|tokens?\s+generation|autoregressive\w*"
+            r"|token[\s-]+by[\s-]+token|one\s+token\s+at\s+a\s+time)\b",
+            "decode",
+            True,
+        ),
     )
 )
 
