@@ -254,6 +254,7 @@ def make_embedder(
         batch_size=settings.embed_batch_size,
         query_cache_size=query_cache_size,
         on_batch=on_batch,
+        pass_threads=min(settings.embed_threads, os.cpu_count() or 1),
     )
 
 

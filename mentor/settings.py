@@ -52,6 +52,12 @@ class Settings(BaseSettings):
         "shared by every data directory on the machine (default $XDG_CACHE_HOME/mentor or ~/.cache/mentor).",
     )
     embed_batch_size: int = Field(64, ge=1, le=4096, description="Chunks embedded per forward pass at ingest.")
+    embed_threads: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Threads inside one forward pass of the ONNX embedder (at most the machine's cores).",
+    )
     chunk_size: int = Field(
         900,
         ge=200,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -108,6 +109,21 @@ def test_passes_of_any_size_give_the_same_vectors(onnx_embedder: OnnxEmbedder) -
     one_by_one._loaded, one_by_one._tokenizer = onnx_embedder._model, onnx_embedder._tokenizer  # same session
     split = one_by_one._encode(texts, threads=2)
     assert cosines(whole, split).min() > 0.99999
+
+
+def test_the_service_runs_a_query_pass_on_the_threads_its_settings_name(onnx_cache: Path, tmp_path: Path) -> None:
+    """`embed_threads` reaches the session (capped at the machine's cores), and the vectors do not change."""
+    from mentor.embeddings import make_embedder
+
+    from .conftest import make_settings
+
+    threads = min(2, os.cpu_count() or 1)
+    served = make_embedder(make_settings(tmp_path, model_cache_dir=onnx_cache))
+    single = make_embedder(make_settings(tmp_path, model_cache_dir=onnx_cache, embed_threads=1))
+    assert served._model.get_session_options().intra_op_num_threads == threads
+    assert single._model.get_session_options().intra_op_num_threads == 1
+    texts = varied_texts()[::8]
+    assert cosines(served.embed_documents(texts), single.embed_documents(texts)).min() > 0.99999
 
 
 def test_concurrent_queries_share_passes_yet_get_their_own_vectors(onnx_embedder: OnnxEmbedder) -> None:
