@@ -177,10 +177,10 @@ class OnnxEmbedder(BatchingEmbedder):
         super().__init__(model_name, batch_size=batch_size, query_cache_size=query_cache_size, on_batch=on_batch)
         self.cache_dir = Path(cache_dir)
         # Threads inside one forward pass (the service passes `embed_threads`, 2). Which wins depends on the CPU:
-        # on an AVX-512 2-core machine two cut an idle short query from ~8.6 to ~5.5-7.7 ms but made it slower
-        # with other work running (10-19 ms against 9-10); on an AVX2-only one (AMD EPYC) two cut a ~20-word
-        # query from 19.8 to 12.7 ms, and the service answered 26% more new questions a second at concurrency 1
-        # and 14% more at 32 (A/B over four alternating rounds, the same stub LLM).
+        # on the 2-core machine of an earlier round (one short query ~8.6 ms on one thread) two cut an idle query
+        # to ~5.5-7.7 ms but made it slower with other work running (10-19 ms against 9-10); on one with AVX2
+        # only (a ~20-word query 19.8 ms on one thread, 12.7 on two) the service answered 26% more new questions
+        # a second at concurrency 1 and 14% more at 32 (A/B over four alternating rounds, the same stub LLM).
         self.pass_threads = pass_threads
         # Document batches instead run several one-thread passes side by side.
         self._threads = document_threads or os.cpu_count() or 1
