@@ -16,8 +16,11 @@ router = APIRouter(tags=["ops"])
 
 @router.get("/livez", response_model=Health)
 @router.get("/healthz", response_model=Health)
-def healthz() -> Health:
-    """The process is up (liveness: touches no dependency, so an outage never gets a replica restarted)."""
+async def healthz() -> Health:
+    """The process is up (liveness: touches no dependency, so an outage never gets a replica restarted).
+
+    On the event loop: a probe that waited for a worker thread waited behind the questions holding the GIL.
+    """
     return Health(status="ok")
 
 
