@@ -101,3 +101,40 @@ def test_calibration_prefers_a_wide_gap_to_a_hair_more_accuracy() -> None:
     fitted = fit([*inside, *outside, neighbour, odd])
     assert fitted.margin > 0.3 and fitted.balanced_accuracy >= 1 - TIE
     assert fitted.misclassified == ["odd wording"]
+
+
+def test_a_repeated_question_reuses_its_retrieval_until_the_module_is_reindexed(runtime) -> None:
+    from dataclasses import replace
+
+    from mentor.retrieve import Retriever
+
+    retriever = runtime.retriever
+    fresh = Retriever(
+        retriever.embedder,
+        retriever.modules,
+        scope_threshold=retriever.scope_threshold,
+        scope_weight=retriever.scope_weight,
+        examples=retriever.examples,
+        example_weight=retriever.example_weight,
+    )
+    module = fresh.modules[MODULE_ID]
+    calls: list[int] = []
+
+    class CountingBM25:
+        """The module's real BM25 index, counting the questions it scores."""
+
+        def get_scores(self, terms):
+            calls.append(1)
+            return module.bm25.get_scores(terms)
+
+    fresh.modules[MODULE_ID] = counted = replace(module, bm25=CountingBM25())
+    question = "what does ZeRO stage 2 shard, and why?"
+    first = fresh.search(question, MODULE_ID, 4)
+    assert fresh.search(f"  {question} ", MODULE_ID, 4) is first and len(calls) == 1  # the same question, once
+    assert fresh.search(question, MODULE_ID, 3).passages == first.passages[:3] and len(calls) == 2  # another depth
+    assert fresh.search(question.upper(), MODULE_ID, 4) is not first  # jargon is read by case ("DP", "TP")
+    fresh.modules[MODULE_ID] = replace(counted)  # re-indexed: a new index of the module
+    again = fresh.search(question, MODULE_ID, 4)
+    assert again is not first and again == first and len(calls) == 4
+    uncached = Retriever(retriever.embedder, fresh.modules, cache_size=0)
+    assert uncached.search(question, MODULE_ID, 4) is not uncached.search(question, MODULE_ID, 4)

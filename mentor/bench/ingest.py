@@ -106,4 +106,5 @@ def make_retriever(index: Ingested, embedder: Embedder) -> Retriever:
         rrf_k=settings.rrf_k,
         scope_threshold=settings.scope_threshold,
         scope_weight=settings.scope_weight,
+        cache_size=0,  # what is measured is the search itself, question after question
     )
