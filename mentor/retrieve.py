@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -61,7 +60,7 @@ class Retrieval:
     unknown: tuple[str, ...] = ()  # the question's topic words the module never uses, as the learner wrote them
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # equal only to itself: searches are cached per index
 class ModuleIndex:
     """One module's search state: its chunks in reading order, their vectors (row i for chunk i), BM25, vocabulary.
 
@@ -113,16 +112,14 @@ class Retriever:
         cache_size: int = SEARCH_CACHE_SIZE,
     ) -> None:
         self.embedder = embedder
-        self.cache_size = cache_size
         self._rrf_k = rrf_k
         self.scope_threshold = scope_threshold
         self.scope_weight = scope_weight
         self.examples = examples or ScopeExamples()
         self.example_weight = example_weight
         self.modules: dict[str, ModuleIndex] = dict(modules)
-        # (query as asked, module, k, mode) -> the module's index it was searched in, and the result
-        self._searched: OrderedDict[tuple[str, str, int, str], tuple[ModuleIndex, Retrieval]] = OrderedDict()
-        self._searched_lock = threading.Lock()
+        # Keyed by the question as asked and the module's index searched: a module re-indexed since misses.
+        self._cached_search = functools.lru_cache(maxsize=cache_size)(self._search)
 
     def query_terms(self, query: str, module_id: str) -> tuple[list[str], float]:
         """Stemmed query terms, misspellings mapped onto the module's words, and the share of topic terms
@@ -174,18 +171,7 @@ class Retriever:
             raise NotFound(f"unknown module {module_id!r}; known modules: {', '.join(self.modules) or 'none'}")
         if not 1 <= k <= 50:
             raise InvalidInput(f"k: must be between 1 and 50 (got {k})")
-        key = (query, module_id, k, mode)
-        with self._searched_lock:
-            kept = self._searched.get(key)
-            if kept is not None and kept[0] is index:  # a module re-indexed since is searched again
-                self._searched.move_to_end(key)
-                return kept[1]
-        retrieval = self._search(query, index, module_id, k, mode)
-        with self._searched_lock:
-            self._searched[key] = (index, retrieval)
-            while len(self._searched) > self.cache_size:
-                self._searched.popitem(last=False)
-        return retrieval
+        return self._cached_search(query, index, module_id, k, mode)
 
     def _search(self, query: str, module: ModuleIndex, module_id: str, k: int, mode: str) -> Retrieval:
         chunks = module.chunks

@@ -129,7 +129,7 @@ class Part:
         ]
         text = spell_out(text)  # "DP: what does each GPU hold? (data parallel)"
         words = profile.words(text)
-        pairs = tuple(dict.fromkeys(zip(words, words[1:], strict=False)))
+        pairs = tuple(dict.fromkeys(_pairs(words)))
         phrases = frozenset(pair for phrase in meant for pair in _pairs(profile.words(phrase)))
         return cls(text, profile.terms(text), pairs, name, tuple(words), _names(name, profile), phrases)
 
@@ -145,7 +145,7 @@ class View:
     @classmethod
     def of(cls, text: str, vector: np.ndarray) -> View:
         terms = tokenize(text)
-        return cls(vector, frozenset(terms), frozenset(zip(terms, terms[1:], strict=False)))
+        return cls(vector, frozenset(terms), frozenset(_pairs(terms)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +217,7 @@ def _sides(clause: str, profile: ModuleProfile) -> list[tuple[str, str]]:
 
 
 def _pairs(words: Sequence[str]) -> zip[tuple[str, str]]:
+    """Adjacent words: a phrase found as a phrase."""
     return zip(words, words[1:], strict=False)
 
 
@@ -264,7 +265,7 @@ def candidates(
                 continue
             seen.add(text)  # overlapping chunks hold the same sentence twice
             terms = tokenize(text)
-            pairs = frozenset(zip(terms, terms[1:], strict=False))
+            pairs = frozenset(_pairs(terms))
             views = tuple(View.of(c, v) for c, v in zip(clauses(text), clause_vector, strict=True))
             found.append(
                 Candidate(
@@ -344,16 +345,16 @@ def select(
         best = ranked[0][0]
         # A part whose best unit is only fairly relevant may be answered by the next one instead: take both.
         margin = RUNNER_UP if best >= SURE else UNSURE_RUNNER_UP
-        close = [(value, c) for value, c in ranked if value >= max(part_floor, best - margin)]
+        close = [c for value, c in ranked if value >= max(part_floor, best - margin)]
         # A unit as good as the part's best is quoted already ("what does bf16 give up compared with fp32?": the
         # bf16 unit naming fp32 answers both sides): it answers this part too, and more would only pad it.
-        taken = per_part if any(_key(c) in chosen for _, c in close) else 0
-        if best < SURE and any(c.head & part.names for _, c in close):
+        taken = per_part if any(_key(c) in chosen for c in close) else 0
+        if best < SURE and any(c.head & part.names for c in close):
             # Of fairly relevant units, one about what the learner named ("Kaplan (2020): ...") answers; one that
             # only mentions something near it does not join it.
-            ranked = [(value, c) for value, c in close if c.head & part.names]
-        for value, candidate in ranked:
-            if taken == per_part or len(chosen) >= limit or value < max(part_floor, best - margin):
+            close = [c for c in close if c.head & part.names]
+        for candidate in close:
+            if taken == per_part or len(chosen) >= limit:
                 break
             if _key(candidate) in chosen:
                 taken += 1  # already quoted for an earlier part: it answers this one too
