@@ -121,16 +121,11 @@ class Part:
     @classmethod
     def of(cls, text: str, profile: ModuleProfile, name: str = "") -> Part:
         name = (name or text).strip(" ,;:?!.")
-        meant = [
-            phrase
-            for word in text.split()
-            if not any(t in profile.term_weights for t in profile.terms(word))
-            for phrase in expansions(word)
-        ]
-        text = spell_out(text)  # "DP: what does each GPU hold? (data parallel)"
+        spelled = spell_out(text)  # "DP: what does each GPU hold? (data parallel)"
+        phrases = _meant(text, profile) if spelled != text else frozenset()  # most questions hold no jargon
+        text = spelled
         words = profile.words(text)
         pairs = tuple(dict.fromkeys(_pairs(words)))
-        phrases = frozenset(pair for phrase in meant for pair in _pairs(profile.words(phrase)))
         return cls(text, profile.terms(text), pairs, name, tuple(words), _names(name, profile), phrases)
 
 
@@ -219,6 +214,17 @@ def _sides(clause: str, profile: ModuleProfile) -> list[tuple[str, str]]:
 def _pairs(words: Sequence[str]) -> zip[tuple[str, str]]:
     """Adjacent words: a phrase found as a phrase."""
     return zip(words, words[1:], strict=False)
+
+
+def _meant(written: str, profile: ModuleProfile) -> frozenset[tuple[str, str]]:
+    """The module's phrases for the words of `written` it never uses ("idling" -> "pipeline bubble")."""
+    return frozenset(
+        pair
+        for word in written.split()
+        if not any(t in profile.term_weights for t in profile.terms(word))
+        for phrase in expansions(word)
+        for pair in _pairs(profile.words(phrase))
+    )
 
 
 def _names(written: str, profile: ModuleProfile) -> frozenset[str]:
