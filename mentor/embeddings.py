@@ -254,6 +254,7 @@ def make_embedder(
         batch_size=settings.embed_batch_size,
         query_cache_size=query_cache_size,
         on_batch=on_batch,
+        precision="int8" if settings.embedding_backend == "onnx-int8" else "fp32",
         pass_threads=min(settings.embed_threads, os.cpu_count() or 1),
     )
 

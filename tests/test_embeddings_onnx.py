@@ -15,7 +15,7 @@ import pytest
 
 from mentor.bench.questions import QUESTIONS
 from mentor.embedders_onnx import OnnxEmbedder, cached_onnx_path, ensure_onnx, verify_export
-from mentor.embeddings import _resolve_model
+from mentor.embeddings import SentenceTransformerEmbedder, _resolve_model
 from mentor.errors import ConfigError
 from mentor.settings import PACKAGED_MODEL
 
@@ -76,12 +76,13 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
-def test_vectors_match_sentence_transformers(onnx_embedder: OnnxEmbedder, embedder) -> None:
+def test_vectors_match_sentence_transformers(onnx_embedder: OnnxEmbedder) -> None:
     """A few hundred varied texts, batched (padding) and alone (no padding), match torch's to rounding."""
+    torch_embedder = SentenceTransformerEmbedder(PACKAGED_MODEL)
     texts = varied_texts()
     assert len(texts) >= 200
-    got, expected = onnx_embedder.embed_documents(texts), embedder.embed_documents(texts)
-    assert got.shape == expected.shape == (len(texts), onnx_embedder.dim) == (len(texts), embedder.dim)
+    got, expected = onnx_embedder.embed_documents(texts), torch_embedder.embed_documents(texts)
+    assert got.shape == expected.shape == (len(texts), onnx_embedder.dim) == (len(texts), torch_embedder.dim)
     assert got.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
     cos = cosines(got, expected)
@@ -223,3 +224,50 @@ def test_a_model_with_other_pooling_is_refused_not_embedded_wrongly(tmp_path: Pa
     with pytest.raises(ConfigError, match="mean pooling"):
         embedder.embed_query("what is ZeRO?")
     assert not (tmp_path / "cache").exists()  # refused before any export
+
+
+# --- the int8 model (the default backend, onnx-int8) ----------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def int8_embedder(onnx_cache: Path) -> OnnxEmbedder:
+    return OnnxEmbedder(cache_dir=onnx_cache, precision="int8")
+
+
+def test_the_int8_model_is_made_once_beside_the_export_and_checked(onnx_cache: Path, int8_embedder) -> None:
+    """Quantized from the fp32 export into the same cache, with a manifest recording what it was made from."""
+    int8_embedder.embed_query("what is ZeRO?")
+    fp32 = cached_onnx_path(MODEL_DIR, onnx_cache)
+    path = ensure_onnx(MODEL_DIR, onnx_cache, precision="int8")
+    assert path == fp32.with_name(f"{fp32.stem}-int8.onnx") and verify_export(path)
+    manifest = json.loads(path.with_name(path.name + ".json").read_text())
+    assert manifest["precision"] == "int8" and manifest["min_cosine_vs_fp32"] >= 0.97
+    assert manifest["source_sha256"] == json.loads(fp32.with_name(fp32.name + ".json").read_text())["sha256"]
+    assert path.stat().st_size < fp32.stat().st_size / 3  # int8 weights: about a quarter of fp32's bytes
+    before = path.stat()
+    assert ensure_onnx(MODEL_DIR, onnx_cache, precision="int8") == path
+    assert (path.stat().st_ino, path.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns), "made again"
+
+
+def test_int8_vectors_stay_close_to_fp32_and_are_named_apart(int8_embedder, onnx_embedder: OnnxEmbedder) -> None:
+    """Close enough to answer alike (scope is calibrated on them), but never mixed with fp32 ones in an index or
+    a vector cache: the embedder's name, which both key on, says int8."""
+    texts = varied_texts()
+    got, fp32 = int8_embedder.embed_documents(texts), onnx_embedder.embed_documents(texts)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    cos = cosines(got, fp32)
+    assert cos.min() > 0.95 and float(np.median(cos)) > 0.99, (cos.min(), np.median(cos))
+    assert cos.max() < 0.99999  # other vectors indeed: a test that cannot tell them apart would prove nothing
+    assert int8_embedder.name == f"{onnx_embedder.name}+int8"
+
+
+def test_an_int8_vector_does_not_depend_on_the_texts_embedded_with_it(int8_embedder) -> None:
+    """int8 passes quantize activations with one scale per pass: each text runs alone, so a text gets the same
+    vector in a batch, alone, and among concurrent queries."""
+    texts = varied_texts()[::6]
+    alone = np.stack([int8_embedder._encode([t])[0] for t in texts])
+    np.testing.assert_array_equal(int8_embedder.embed_documents(texts), alone)
+    queries = [f"how does ZeRO stage {i % 3 + 1} cut memory, take {i} {uuid.uuid4().hex}" for i in range(16)]
+    got = embed_together(int8_embedder, queries)
+    for i, text in enumerate(queries):
+        np.testing.assert_array_equal(got[i], int8_embedder._encode([text])[0])

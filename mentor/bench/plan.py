@@ -43,5 +43,5 @@ PAIRS = {
     "new": ("mentor_llm_uncached", "baseline_uncached"),
     "mix": ("mentor_llm_mixed", "baseline_mixed"),
 }
-# Both backends by default, each in its own process: the report then shows the stages before and after the switch.
-STAGE_BACKENDS = ("torch", "onnx")
+# Every backend by default, each in its own process: the report then shows the stages under each, side by side.
+STAGE_BACKENDS = ("torch", "onnx", "onnx-int8")

@@ -161,6 +161,7 @@ class ExtractiveEngine:
             if again:
                 return Selection(again, []), [Part.of(query, profile)]
         computed = [c for c in tool_calls if c.error is None]
+        newly_named: frozenset[str] = frozenset()  # the names a follow-up read with its question writes itself
         if computed:
             # Quote the module's rule behind the calculation, not its worked example for another model size.
             sizes = set(SIZE.findall(question.text)) | {s for c in computed for s in SIZE.findall(c.explanation)}
@@ -188,6 +189,8 @@ class ExtractiveEngine:
                 )
                 if joined_best > own_best:
                     parts = [joined]
+            if follow_up and parts[0] is joined:
+                newly_named = own.names
             per_part = 2 if question.style == "explain" else 1
             limit = max(MAX_UNITS[question.style], len(parts)) if question.style != "hint" else 1
         if not pool or limit == 0:
@@ -223,6 +226,12 @@ class ExtractiveEngine:
             if opening:
                 return Selection(opening[:1], []), parts
         fresh = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
+        if newly_named:
+            # "and what did Kaplan say?" after a Chinchilla question: read with the earlier question, the new name
+            # is one word among many, yet it is what is asked. A unit about it answers, if one clears the floor.
+            about = [c for c in fresh if c.head & newly_named]
+            if about and best_score(parts, vectors, about, profile) >= FLOOR:
+                fresh = about
         if said and best_score(parts, vectors, fresh, profile) < best_score(parts, vectors, pool, profile) - NOVELTY:
             # What the last answer left out answers it much worse than what it said: the module has nothing
             # better, so the best sentence is quoted again rather than a lookalike.

@@ -355,9 +355,9 @@ def select(
         # A unit as good as the part's best is quoted already ("what does bf16 give up compared with fp32?": the
         # bf16 unit naming fp32 answers both sides): it answers this part too, and more would only pad it.
         taken = per_part if any(_key(c) in chosen for c in close) else 0
-        if best < SURE and any(c.head & part.names for c in close):
-            # Of fairly relevant units, one about what the learner named ("Kaplan (2020): ...") answers; one that
-            # only mentions something near it does not join it.
+        if any(c.head & part.names for c in close):
+            # Of the close units, one about what the learner named ("Kaplan (2020): ...") answers; one that only
+            # mentions something near it ("Weight-only int4 (GPTQ/AWQ) ...") does not join it.
             close = [c for c in close if c.head & part.names]
         for candidate in close:
             if taken == per_part or len(chosen) >= limit:
