@@ -37,8 +37,9 @@ print(*p['build-system']['requires'], *p['project']['dependencies'], sep='\n')" 
 COPY README.md ./
 COPY mentor ./mentor
 RUN pip install --no-deps --no-build-isolation . && rm -rf build mentor.egg-info
-# The embedding model's ONNX export, made once here (the only step that imports torch): replicas load it with ONNX
-# Runtime and start in about a second, never importing torch (MENTOR_EMBEDDING_BACKEND=onnx, the default).
+# The embedding model's ONNX export and its int8 quantization, made once here (the only step that imports torch):
+# replicas load the int8 model with ONNX Runtime and start in about a second, never importing torch
+# (MENTOR_EMBEDDING_BACKEND=onnx-int8, the default).
 ENV MENTOR_MODEL_CACHE_DIR=/opt/mentor/models
 # The replicas' user owns the directory: the vectors every start needs (scope examples, the modules' sentences) are
 # cached there on the first start.
