@@ -16,7 +16,7 @@ import pytest
 
 from mentor.answer import ChatInput
 from mentor.corpus import chunk_module, load_corpus
-from mentor.engines.selection import head_of, leans_back, question_parts
+from mentor.engines.selection import head_of, leans_back, negated, question_parts
 from mentor.framing import PARTIAL_OPENING
 from mentor.text import split_sentences, strip_markers
 from mentor.text.profile import ModuleProfile
@@ -170,6 +170,31 @@ def test_the_tracks_plain_words_find_its_terms(runtime) -> None:
         assert not idle.out_of_scope and "pipeline bubble" in " ".join(quotes(idle.text)), (question, idle.text)
     decode = ask(runtime, "why is autoregressive generation sped up by int4 weights?").answer
     assert quotes(decode.text) and all("decode" in q for q in quotes(decode.text)), decode.text
+
+
+def test_what_a_sentence_denies_is_read_apart_from_what_it_states() -> None:
+    assert negated("A large model does not fit in one GPU") == negated("it doesn't really fit") == {"fit"}
+    assert not negated("my model already fits on a single GPU") and not negated("bf16 needs no loss scaling")
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "if the whole model fits on one gpu, what kind of parallelism makes sense?",
+        "my 1B model fits fine on one GPU but I want to go faster, what parallelism?",
+    ],
+)
+def test_a_sentence_denying_what_the_learner_states_does_not_answer(runtime, question: str) -> None:
+    # The learner says the model fits; "A large model does not fit in one GPU" shares every word yet denies it.
+    said = quotes(ask(runtime, question).answer.text)
+    assert said and said[0].startswith("Data parallel (DP)") and not any("does not fit" in q for q in said), said
+
+
+def test_a_card_is_a_gpu_and_small_enough_fits(runtime) -> None:
+    said = quotes(
+        ask(runtime, "a 350M model is small enough for one graphics card, which kind of parallelism?").answer.text
+    )
+    assert said and said[0].startswith("Data parallel (DP)"), said
 
 
 def test_a_side_answered_by_the_unit_naming_both_is_not_padded(runtime) -> None:

@@ -8,7 +8,9 @@ good (`RUNNER_UP`), so one good sentence is never padded with a weaker one. A un
 before it ("those 84 GB", "(vs fp16 weights ...)") is quoted with that sentence or not at all. A unit whose subject
 is a name the learner wrote ("Chinchilla (2022): ...") scores a little more than one that only mentions it, and a
 part naming two of the module's names ("Kaplan", "Chinchilla") gets a unit on each. A part that a unit quoted for
-an earlier part answers as well as any ("what does bf16 give up compared with fp32?") gets nothing more.
+an earlier part answers as well as any ("what does bf16 give up compared with fp32?") gets nothing more. A unit
+denying what the learner states ("A large model does not fit in one GPU" to "my model fits on one GPU, which
+parallelism?") loses its word credit: similarity cannot see a "not".
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ MIN_WORDS = 4
 HEAD_WEIGHT = 0.1  # a unit whose subject (`head_of`) the learner named is about it, not one that mentions it
 CLAUSE_WEIGHT = 0.5  # a unit's best clause lifts its score by half the margin it has over the whole unit
 MAX_PARTS = 3
+# A unit denying what the learner states ("does not fit" when they wrote "it fits") loses its word credit.
+POLARITY_WEIGHT = LEXICAL_WEIGHT
 TOPICAL = 2.5  # a word this specific to a few of the module's units names a topic (its weight: log inverse frequency)
 NAME_UNITS = 6  # a name in more of the module's units than this ("GPU", "ZeRO") is its subject, not one thing of two
 
@@ -94,6 +98,8 @@ FORMAT_REQUEST = re.compile(
     r"(?:the )?(?:short|quick|brief|simple|tl;?dr) (?:version|answer)|briefly|in short|eli5|tl;?dr)\b\W*",
     re.I,
 )
+# "does not fit", "doesn't fit", "can never fit": the word a negation denies.
+NEGATED = re.compile(r"(?:\bnot|n't|\bnever|\bcannot)\s+(?:\w+ly\s+)?(\w+)", re.I)
 HEAD = re.compile(r"^((?:\S+\s+){0,4}?\S+?)\s*(?::|\s—\s)")
 ASKS_REPEAT = re.compile(r"\b(again|repeat|once more|say that|restate|remind me)\b", re.I)
 # A unit that cannot stand alone: it points back ("those 84 GB", "that alone", "the same idea") early on, or
@@ -117,6 +123,8 @@ class Part:
     # What a word the module never uses stands for ("idling" -> "pipeline bubble"): the module's own phrase for
     # what was asked, the only handle on it, so a unit using that phrase is about it.
     phrases: frozenset[tuple[str, str]] = frozenset()
+    # The terms the learner states rather than denies ("my model already fits on one GPU": "fit").
+    affirmed: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, text: str, profile: ModuleProfile, name: str = "") -> Part:
@@ -126,7 +134,9 @@ class Part:
         text = spelled
         words = profile.words(text)
         pairs = tuple(dict.fromkeys(_pairs(words)))
-        return cls(text, profile.terms(text), pairs, name, tuple(words), _names(name, profile), phrases)
+        terms = profile.terms(text)
+        affirmed = frozenset(terms) - negated(text)
+        return cls(text, terms, pairs, name, tuple(words), _names(name, profile), phrases, affirmed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +169,7 @@ class Candidate:
     clauses: tuple[View, ...] = ()
     # What the unit is about, when it says so up front: "Chinchilla (2022): ...", "Pipeline parallel (PP) — ...".
     head: frozenset[str] = frozenset()
+    denies: frozenset[str] = frozenset()  # what the unit says is not so: "a large model does not fit" -> "fit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +247,12 @@ def _names(written: str, profile: ModuleProfile) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=4096)  # a module's units recur in every question's candidates
+def negated(text: str) -> frozenset[str]:
+    """The terms `text` denies: "does not fit in one GPU" -> {"fit"}."""
+    return frozenset(t for match in NEGATED.finditer(text) for t in tokenize(match.group(1)))
+
+
+@functools.lru_cache(maxsize=4096)  # a module's units recur in every question's candidates
 def head_of(text: str) -> frozenset[str]:
     """What a unit names as its subject: the words of its lead-in (before its first colon or dash, if that comes
     within the first few words), and the first word of each of its claims ("GPTQ minimises …; AWQ protects …")."""
@@ -275,7 +292,16 @@ def candidates(
             views = tuple(View.of(c, v) for c, v in zip(clauses(text), clause_vector, strict=True))
             found.append(
                 Candidate(
-                    passage, unit, vector, frozenset(terms), pairs, title_terms, leans_back(text), views, head_of(text)
+                    passage,
+                    unit,
+                    vector,
+                    frozenset(terms),
+                    pairs,
+                    title_terms,
+                    leans_back(text),
+                    views,
+                    head_of(text),
+                    negated(text),
                 )
             )
     return found
@@ -290,7 +316,8 @@ def score(candidate: Candidate, part: Part, part_vector: np.ndarray, profile: Mo
     clauses = (read(view, candidate.title_terms, part, part_vector, profile) for view in candidate.clauses)
     best = max(clauses, default=base)
     about = HEAD_WEIGHT if candidate.head & part.names else 0.0
-    return prior + base + CLAUSE_WEIGHT * max(0.0, best - base) + about
+    denies = POLARITY_WEIGHT if candidate.denies & part.affirmed else 0.0
+    return prior + base + CLAUSE_WEIGHT * max(0.0, best - base) + about - denies
 
 
 def read(view: View, title_terms: frozenset[str], part: Part, part_vector: np.ndarray, profile: ModuleProfile) -> float:

@@ -40,6 +40,9 @@ JARGON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # tokens one at a time is what the modules call decode (not "generation" alone: "retrieval augmented
         # generation" and "diffusion models generate images" are other topics).
         (r"\bidl(?:e|es|ed|ing)\b", "pipeline bubble", True),
+        # ... a "card" (graphics card) is a GPU, and a model "small enough" for one fits on it.
+        (r"\b(?:graphics\s+)?cards?\b", "GPU", True),
+        (r"\b(?:small|light)\s+enough\b", "fits", True),
         (
             r"\b(?:generat(?:e|es|ed|ing|ion)\s+(?:\w+\s+){0,2}?tokens?|tokens?\s+generation|autoregressive\w*"
             r"|token[\s-]+by[\s-]+token|one\s+token\s+at\s+a\s+time)\b",
