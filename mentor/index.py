@@ -181,7 +181,7 @@ def open_collection(client: chromadb.api.ClientAPI, name: str, embedder: Embedde
         if not owner:
             raise NotReady(
                 f"the index {name!r} was built with {built_with!r}, not {embedder.name!r}: run `mentor ingest` "
-                "with this MENTOR_EMBEDDING_MODEL"
+                "with this MENTOR_EMBEDDING_MODEL and MENTOR_EMBEDDING_BACKEND"
             )
         # Vectors from two models are not comparable: start over rather than mix them.
         log.warning("collection %s was built with %r, not %r: rebuilding it", name, built_with, embedder.name)

@@ -127,3 +127,15 @@ def test_a_replica_refuses_an_index_built_with_another_model_rather_than_rebuild
     with pytest.raises(NotReady, match="mentor ingest"):
         open_index(client, "othermodel", embedder, owner=False)
     assert client.get_collection("othermodel").metadata["embedding_model"] == "other"  # left alone
+
+
+def test_an_index_of_fp32_vectors_is_rebuilt_for_the_int8_embedder_not_mixed(tmp_path, corpus_copy, embedder) -> None:
+    """The int8 model's vectors are its own: an index built with fp32 ones is embedded again, whole, on open."""
+    from mentor.embedders_onnx import OnnxEmbedder
+
+    settings = make_settings(tmp_path, corpus_dir=corpus_copy)
+    fp32 = OnnxEmbedder(cache_dir=settings.model_cache_dir, precision="fp32")
+    first, collection = ingest(settings, fp32)
+    assert collection.metadata["embedding_model"] == fp32.name and embedder.name == f"{fp32.name}+int8"
+    again, rebuilt = ingest(settings, embedder)
+    assert again.embedded == again.added == first.added and rebuilt.metadata["embedding_model"] == embedder.name
