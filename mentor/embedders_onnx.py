@@ -120,18 +120,14 @@ def export_onnx(model_dir: Path, out_path: Path) -> Path:
         worst = float(np.abs(got - expected).max())
         if worst > 1e-3:
             raise NotReady(f"the ONNX export of {model_dir.name} differs from torch by {worst:.2g}; not used")
-        manifest = {
-            "format": EXPORT_FORMAT,
-            "sha256": _file_sha256(tmp),
-            "bytes": tmp.stat().st_size,
-            "source": model_digest(model_dir),
-            "torch": torch.__version__,
-            "opset": OPSET,
-            "max_abs_diff_vs_torch": worst,
-        }
-        tmp.chmod(0o644)  # mkstemp's 0600 would hide a cache built as root from the user the service runs as
-        os.replace(tmp, out_path)
-        _write_atomically(_manifest_path(out_path), json.dumps(manifest, indent=1).encode())
+        _publish(
+            tmp,
+            out_path,
+            source=model_digest(model_dir),
+            torch=torch.__version__,
+            opset=OPSET,
+            max_abs_diff_vs_torch=worst,
+        )
     finally:
         tmp.unlink(missing_ok=True)
     log.info(
@@ -179,38 +175,36 @@ def quantize_export(model_dir: Path, fp32_path: Path, out_path: Path) -> Path:
         finally:
             logging.disable(logging.NOTSET)
         tokenizer = _tokenizer(model_dir)
-        vectors = []
-        for path in (fp32_path, tmp):
-            session = _session(str(path), threads=1)
-            rows = [_encode_batch(tokenizer, [text]) for text in _PROBE]  # one text a pass, as int8 runs them
-            vectors.append(
-                np.vstack(
-                    [
-                        _mean_pool_normalised(
-                            session.run([OUTPUT_NAME], {"input_ids": ids, "attention_mask": mask})[0], mask
-                        )
-                        for ids, mask in rows
-                    ]
-                )
-            )
-        worst = float((vectors[0] * vectors[1]).sum(axis=1).min())
+        want, got = (_probe_vectors(path, tokenizer) for path in (fp32_path, tmp))
+        worst = float((want * got).sum(axis=1).min())
         if worst < MIN_QUANTIZED_COSINE:
             raise NotReady(f"the int8 model of {model_dir.name} is too far from fp32 (cosine {worst:.3f}); not used")
-        manifest = {
-            "format": EXPORT_FORMAT,
-            "sha256": _file_sha256(tmp),
-            "bytes": tmp.stat().st_size,
-            "source_sha256": _file_sha256(fp32_path),
-            "precision": "int8",
-            "min_cosine_vs_fp32": worst,
-        }
-        tmp.chmod(0o644)
-        os.replace(tmp, out_path)
-        _write_atomically(_manifest_path(out_path), json.dumps(manifest, indent=1).encode())
+        _publish(tmp, out_path, source_sha256=_file_sha256(fp32_path), precision="int8", min_cosine_vs_fp32=worst)
     finally:
         tmp.unlink(missing_ok=True)
     log.info("quantized the ONNX model to int8 in %.1f s (cosine vs fp32 %.4f)", time.perf_counter() - started, worst)
     return out_path
+
+
+def _probe_vectors(model: Path, tokenizer) -> np.ndarray:  # noqa: ANN001 - tokenizers.Tokenizer
+    """The probe texts' vectors under `model`, one text a pass (as int8 runs them)."""
+    session = _session(str(model), threads=1)
+    rows = []
+    for text in _PROBE:
+        ids, mask = _encode_batch(tokenizer, [text])
+        rows.append(
+            _mean_pool_normalised(session.run([OUTPUT_NAME], {"input_ids": ids, "attention_mask": mask})[0], mask)
+        )
+    return np.vstack(rows)
+
+
+def _publish(tmp: Path, out_path: Path, **facts: object) -> None:
+    """Move a checked model file to `out_path`, then write its manifest (format, digest, size and `facts`) last:
+    a file whose manifest is missing or does not match it is never loaded."""
+    manifest = {"format": EXPORT_FORMAT, "sha256": _file_sha256(tmp), "bytes": tmp.stat().st_size, **facts}
+    tmp.chmod(0o644)  # mkstemp's 0600 would hide a cache built as root from the user the service runs as
+    os.replace(tmp, out_path)
+    _write_atomically(_manifest_path(out_path), json.dumps(manifest, indent=1).encode())
 
 
 def verify_export(path: Path) -> bool:
