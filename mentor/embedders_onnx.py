@@ -39,11 +39,11 @@ EXPORT_FORMAT = 1
 OPSET = 17  # LayerNormalization is an ONNX op from 17 on, which ONNX Runtime runs as one fused kernel
 INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAME = "last_hidden_state"
-# Two texts of different lengths, so the traced graph sees padding: a trace over an all-ones mask could
-# otherwise keep a shortcut that ignores the mask.
 # An int8 model whose probe vectors fall below this cosine with fp32's is refused (observed: 0.99).
 MIN_QUANTIZED_COSINE = 0.97
 Precision = Literal["fp32", "int8"]
+# Two texts of different lengths, so the traced graph sees padding: a trace over an all-ones mask could
+# otherwise keep a shortcut that ignores the mask.
 _PROBE = ("what is ZeRO stage 3?", "Pipeline parallelism splits the layers of a model into stages, one per device.")
 
 
@@ -55,9 +55,14 @@ def model_digest(model_dir: Path) -> str:
     return h.hexdigest()
 
 
-def cached_onnx_path(model_dir: Path, cache_dir: Path) -> Path:
-    """Where the export of `model_dir` lives in `cache_dir`; the weights' digest is in the name."""
-    return cache_dir / f"embedder-{model_digest(model_dir)[:16]}.onnx"
+def cached_onnx_path(model_dir: Path, cache_dir: Path, precision: Precision = "fp32") -> Path:
+    """Where the export of `model_dir` (or its int8 quantization) lives in `cache_dir`; the weights' digest is in
+    the name."""
+    return _at_precision(cache_dir / f"embedder-{model_digest(model_dir)[:16]}.onnx", precision)
+
+
+def _at_precision(fp32_path: Path, precision: Precision) -> Path:
+    return fp32_path if precision == "fp32" else fp32_path.with_name(f"{fp32_path.stem}-{precision}.onnx")
 
 
 def export_onnx(model_dir: Path, out_path: Path) -> Path:
@@ -94,10 +99,7 @@ def export_onnx(model_dir: Path, out_path: Path) -> Path:
     tokenizer = _tokenizer(model_dir)
     ids, mask = _encode_batch(tokenizer, list(_PROBE))
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=out_path.parent, prefix=f".{out_path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    with _staged(out_path) as tmp:
         wrapper = LastHiddenState(model).eval()
         with torch.inference_mode():
             expected = wrapper(torch.from_numpy(ids), torch.from_numpy(mask)).numpy()
@@ -128,8 +130,6 @@ def export_onnx(model_dir: Path, out_path: Path) -> Path:
             opset=OPSET,
             max_abs_diff_vs_torch=worst,
         )
-    finally:
-        tmp.unlink(missing_ok=True)
     log.info(
         "exported %s to ONNX in %.1f s (max diff vs torch %.1e)", model_dir.name, time.perf_counter() - started, worst
     )
@@ -139,8 +139,8 @@ def export_onnx(model_dir: Path, out_path: Path) -> Path:
 def ensure_onnx(model_dir: Path, cache_dir: Path, *, precision: Precision = "fp32") -> Path:
     """The cached export of `model_dir` (its int8 quantization when asked), made first if it is missing or does
     not match its manifest."""
-    path = cached_onnx_path(model_dir, cache_dir)
-    wanted = path if precision == "fp32" else path.with_name(f"{path.stem}-{precision}{path.suffix}")
+    path = cached_onnx_path(model_dir, cache_dir)  # digests the weights: once
+    wanted = _at_precision(path, precision)
     if verify_export(wanted):
         return wanted
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -165,10 +165,7 @@ def quantize_export(model_dir: Path, fp32_path: Path, out_path: Path) -> Path:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     started = time.perf_counter()
-    fd, tmp_name = tempfile.mkstemp(dir=out_path.parent, prefix=f".{out_path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    with _staged(out_path) as tmp:
         logging.disable(logging.WARNING)  # its advice to pre-process the graph (shape inference) changes nothing here
         try:
             quantize_dynamic(fp32_path, tmp, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
@@ -180,8 +177,6 @@ def quantize_export(model_dir: Path, fp32_path: Path, out_path: Path) -> Path:
         if worst < MIN_QUANTIZED_COSINE:
             raise NotReady(f"the int8 model of {model_dir.name} is too far from fp32 (cosine {worst:.3f}); not used")
         _publish(tmp, out_path, source_sha256=_file_sha256(fp32_path), precision="int8", min_cosine_vs_fp32=worst)
-    finally:
-        tmp.unlink(missing_ok=True)
     log.info("quantized the ONNX model to int8 in %.1f s (cosine vs fp32 %.4f)", time.perf_counter() - started, worst)
     return out_path
 
@@ -196,6 +191,18 @@ def _probe_vectors(model: Path, tokenizer) -> np.ndarray:  # noqa: ANN001 - toke
             _mean_pool_normalised(session.run([OUTPUT_NAME], {"input_ids": ids, "attention_mask": mask})[0], mask)
         )
     return np.vstack(rows)
+
+
+@contextlib.contextmanager
+def _staged(out_path: Path) -> Iterator[Path]:
+    """A temporary file beside `out_path` to write the model into; gone afterwards unless `_publish` moved it."""
+    fd, tmp_name = tempfile.mkstemp(dir=out_path.parent, prefix=f".{out_path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _publish(tmp: Path, out_path: Path, **facts: object) -> None:

@@ -239,7 +239,8 @@ def test_the_int8_model_is_made_once_beside_the_export_and_checked(onnx_cache: P
     int8_embedder.embed_query("what is ZeRO?")
     fp32 = cached_onnx_path(MODEL_DIR, onnx_cache)
     path = ensure_onnx(MODEL_DIR, onnx_cache, precision="int8")
-    assert path == fp32.with_name(f"{fp32.stem}-int8.onnx") and verify_export(path)
+    assert path == fp32.with_name(f"{fp32.stem}-int8.onnx") == cached_onnx_path(MODEL_DIR, onnx_cache, "int8")
+    assert verify_export(path)
     manifest = json.loads(path.with_name(path.name + ".json").read_text())
     assert manifest["precision"] == "int8" and manifest["min_cosine_vs_fp32"] >= 0.97
     assert manifest["source_sha256"] == json.loads(fp32.with_name(fp32.name + ".json").read_text())["sha256"]
