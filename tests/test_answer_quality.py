@@ -19,6 +19,7 @@ from mentor.corpus import chunk_module, load_corpus
 from mentor.engines.selection import head_of, leans_back, negated, question_parts
 from mentor.framing import PARTIAL_OPENING
 from mentor.text import split_sentences, strip_markers
+from mentor.text.jargon import spell_out
 from mentor.text.profile import ModuleProfile
 
 from .conftest import CORPUS, MODULE_ID
@@ -300,6 +301,39 @@ def test_and_the_next_stage_is_answered_with_a_sentence_not_yet_quoted(runtime) 
 def test_a_calculation_for_another_size_does_not_quote_the_modules_7b_example(runtime) -> None:
     text = ask(runtime, "how much memory does a 13B model need for training?").answer.text
     assert "208 GB" in text and "7B model" not in text and "7e9" not in text
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "predicted loss of a 13B model trained on 300B tokens",  # the Kaplan line shares "trained", "model"
+        "same flops: 40B on 200B tokens against 20B on 400B tokens, which wins?",  # the DP row shares "wins"
+    ],
+)
+def test_a_calculation_quotes_the_rule_its_calculator_applies(runtime, question: str) -> None:
+    # Both calculators apply the Chinchilla fit (their descriptions say so): the quote states that rule, not the
+    # sentence nearest the question's other words.
+    answer = ask(runtime, question).answer
+    assert answer.tool_calls and answer.citations, answer.text
+    assert all("Chinchilla" in c.quote for c in answer.citations), [c.quote for c in answer.citations]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "what size is a 7B model stored in 8 bit?",
+        "does a 30B model fit in 24 GB at 4-bit for serving?",
+    ],
+)
+def test_n_bit_weights_are_quantization(runtime, question: str) -> None:
+    # "4-bit", "8 bit" is how learners write int4, int8; without it retrieval missed the quantization section.
+    answer = ask(runtime, question).answer
+    assert answer.citations and all(c.section_id == "ref-quantization" for c in answer.citations), answer.text
+
+
+def test_an_exponents_bits_are_not_quantization() -> None:
+    assert "int4" in spell_out("a 70B model at 4-bit") and "int8" in spell_out("8 bits per weight")
+    assert "int8" not in spell_out("bf16 keeps fp32's 8-bit exponent") and "int8" not in spell_out("an 8-bit float")
 
 
 def test_the_first_question_embeds_nothing_new_after_warming(runtime) -> None:

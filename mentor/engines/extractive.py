@@ -5,7 +5,8 @@ comparison) and each part gets the units that clear a relevance floor (`mentor.e
 order, each with its citation. What it cannot answer it says, in one framing sentence before the quotes
 (`coverage` "partial"): the question's words the module never uses, and the parts no sentence answers. A
 follow-up never re-quotes what the previous answer said unless asked to repeat; a calculation quotes the
-module's rule, not its worked example for another size.
+module's statement of the rule its calculator applies (as the calculator's description gives it), not its worked
+example for another size.
 """
 
 from __future__ import annotations
@@ -46,9 +47,10 @@ from mentor.query import ABOUT_WORDS, SOURCES_WORDS
 from mentor.retrieve import Passage
 from mentor.safety import sanitize_markdown
 from mentor.text import Unit, split_units
+from mentor.text.jargon import spell_out
 from mentor.text.profile import SOURCES_TITLE, ModuleProfile
 from mentor.text.units import clauses
-from mentor.tools.registry import title_of
+from mentor.tools.registry import CALCULATORS, description_of, title_of
 
 ENGINE = "extractive"
 MAX_UNITS = {"explain": 3, "brief": 1, "hint": 1}
@@ -238,7 +240,14 @@ class ExtractiveEngine:
             fresh = pool
         lacking = frozenset() if computed else frozenset(t for word in question.unknown for t in profile.words(word))
         floor = NEAREST if computed else FLOOR  # a calculation is the answer; its quote only names the rule
-        selection = select(parts, vectors, fresh, profile, per_part=per_part, limit=limit, floor=floor, lacking=lacking)
+        rule = None
+        if computed:
+            # What the calculators compute, in their own descriptions: the quote states that rule.
+            described = Part.of(" ".join(dict.fromkeys(description_of(call.name) for call in computed)), profile)
+            rule = (described, self._embedder.embed_query(described.text))
+        selection = select(
+            parts, vectors, fresh, profile, per_part=per_part, limit=limit, floor=floor, lacking=lacking, rule=rule
+        )
         if not selection.chosen and not computed:
             # In scope, yet no sentence clears the floor: quote the nearest one and say it is only that.
             nearest = select(parts[:1], vectors[:1], pool, profile, per_part=1, limit=1, floor=NEAREST)
@@ -281,8 +290,10 @@ class ExtractiveEngine:
         return sorted(rows, key=lambda c: (c.passage.position, c.unit.index))
 
     def warm(self, chunks: Sequence[Chunk]) -> None:
-        """Embed the quotable units of `chunks` and their clauses now, in one batch, so no learner's question
-        waits for them."""
+        """Embed the quotable units of `chunks` and their clauses now, in one batch, and each calculator's rule, so
+        no learner's question waits for them."""
+        for calculator in CALCULATORS:  # the rule a calculation's quote states (`_choose`), as Part.of reads it
+            self._embedder.embed_query(spell_out(calculator.description))
         cold = [c for c in chunks if c.id not in self._units]
         units = [split_units(c.text) for c in cold]
         texts = [text for part in units for text in _texts(part)]

@@ -10,7 +10,8 @@ is a name the learner wrote ("Chinchilla (2022): ...") scores a little more than
 part naming two of the module's names ("Kaplan", "Chinchilla") gets a unit on each. A part that a unit quoted for
 an earlier part answers as well as any ("what does bf16 give up compared with fp32?") gets nothing more. A unit
 denying what the learner states ("A large model does not fit in one GPU" to "my model fits on one GPU, which
-parallelism?") loses its word credit: similarity cannot see a "not".
+parallelism?") loses its word credit: similarity cannot see a "not". A calculation's quote states the rule its
+calculator applies: it is scored against the calculator's description as well as the question.
 """
 
 from __future__ import annotations
@@ -357,19 +358,29 @@ def select(
     limit: int,
     floor: float = FLOOR,
     lacking: frozenset[str] = frozenset(),
+    rule: tuple[Part, np.ndarray] | None = None,
 ) -> Selection:
     """The units answering each part (at most `per_part` each, `limit` in all), and the parts left unanswered.
 
     A part holding a word the module never uses (`lacking`: "which schedule, 1F1B or interleaved, ...") is about
     something the module lacks: only a unit clearing `STRICT` answers it, not one sharing a word ("shrinks").
+    A calculation's quote states the rule its calculator applies (`rule`: the calculators' own description): of
+    the units clearing the floor for the question, each scores the mean of what it answers of the question and
+    of the rule ("expected loss for 7B on 1T tokens?" -> "Chinchilla (2022): scale N and D together", not the
+    one-liner sharing "tokens" and "param"); the rule never lifts a unit the question leaves below the floor.
     """
     by_key = {_key(c): c for c in pool}
     chosen: dict[tuple[str, int], Candidate] = {}
     unanswered: list[Part] = []
     for part, vector in zip(parts, part_vectors, strict=True):
-        scores = {_key(c): score(c, part, vector, profile) for c in pool}
-        ranked = sorted(((scores[key], by_key[key]) for key in scores), key=lambda item: -item[0])
         part_floor = max(floor, STRICT) if lacking & set(part.words) else floor
+        scores = {_key(c): score(c, part, vector, profile) for c in pool}
+        if rule is not None:
+            scores = {
+                key: (value + score(by_key[key], *rule, profile)) / 2 if value >= part_floor else value
+                for key, value in scores.items()
+            }
+        ranked = sorted(((scores[key], by_key[key]) for key in scores), key=lambda item: -item[0])
 
         ranked = [(value, c) for value, c in ranked if _quotable(c, by_key, scores, part_floor)]
         if not ranked or ranked[0][0] < part_floor:

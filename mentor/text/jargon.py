@@ -36,6 +36,7 @@ JARGON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\bpartition\w*", "shard", True),
         (r"\b(?:grad(?:ient)?[\s-]*)?scaler\b", "loss scaling", True),
         (r"\b16[\s-]*bit\b", "fp16 bf16", True),
+        (r"\b([48])[\s-]*bits?\b(?![\s-]*(?:exponent|mantissa|float|fp))", r"int\1", True),
         # Plain words for the track's terms: devices "sitting idle" in a pipeline are its bubble, and generating
         # tokens one at a time is what the modules call decode (not "generation" alone: "retrieval augmented
         # generation" and "diffusion models generate images" are other topics).

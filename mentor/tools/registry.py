@@ -81,6 +81,12 @@ def title_of(name: str) -> str:
     return calculator.title if calculator else name
 
 
+def description_of(name: str) -> str:
+    """What calculator `name` computes, as the LLM reads it in its tool schema; empty if unknown."""
+    calculator = REGISTRY.get(name)
+    return calculator.description if calculator else ""
+
+
 def explain_json_error(error: BaseException | None) -> str:
     """Why JSON text could not be decoded, in plain words (for `--args`, tool calls and HTTP bodies)."""
     if isinstance(error, json.JSONDecodeError):
