@@ -191,6 +191,17 @@ def test_a_sentence_denying_what_the_learner_states_does_not_answer(runtime, que
     assert said and said[0].startswith("Data parallel (DP)") and not any("does not fit" in q for q in said), said
 
 
+def test_a_part_asking_about_it_is_read_with_the_part_before(runtime, profile) -> None:
+    question = "GPTQ uses Hessian info, but how does it choose which weights to update first?"
+    assert "gptq" in question_parts(question, profile)[-1].terms
+    # Alone, "which weights to update first" reads as the W8A8 sentence; about GPTQ, the GPTQ sentence answers.
+    said = quotes(ask(runtime, question).answer.text)
+    assert said and all("Hessian" in q for q in said), said
+    # A part comparing "it" with something else is about that something.
+    compared = question_parts("what's tensor parallel, and how is it different from pipeline parallel?", profile)
+    assert "tensor" not in compared[-1].terms
+
+
 def test_a_card_is_a_gpu_and_small_enough_fits(runtime) -> None:
     said = quotes(
         ask(runtime, "a 350M model is small enough for one graphics card, which kind of parallelism?").answer.text

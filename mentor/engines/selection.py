@@ -92,6 +92,15 @@ ASKS_ABOUT_MODULE = re.compile(
     r"(?:starting|this|i start)|audience|who is (?:it|this) for|main idea|in a nutshell)\b",
     re.I,
 )
+# "AWQ protects salient channels, but how does it find them?": a part whose subject is a pronoun asks about the
+# part before it (alone, "find them from activation statistics" reads as the activation-outlier sentence). One
+# that compares ("..., and how is it different from pipeline parallel?") names a subject of its own.
+ASKS_OF_BEFORE = re.compile(
+    r"^\W*(?:(?:and|but|so)\s+)?(?:how|why|what|when|where|which)\s+(?:does|do|did|is|are|can|could|would|will)\s+"
+    r"(?:it|they|this|these|those)\b",
+    re.I,
+)
+COMPARES = re.compile(r"\b(?:differ\w*|compar\w*|versus|vs)\b", re.I)
 # How an answer should read, not what it is about: "zero in one sentence", "kaplan vs chinchilla, short version".
 FORMAT_REQUEST = re.compile(
     r"[,;:(-]?\s*\b(?:in (?:one|a|1|two|2|a few|few|simple|plain) (?:sentences?|lines?|terms|english)|"
@@ -187,6 +196,10 @@ def question_parts(question: str, profile: ModuleProfile) -> list[Part]:
     question = FORMAT_REQUEST.sub(" ", question).strip() or question
     for clause in PART_BREAK.split(question):
         parts.extend(_sides(clause.strip(), profile))
+    for i in range(1, len(parts)):
+        text, name = parts[i]
+        if ASKS_OF_BEFORE.match(text) and not COMPARES.search(text):
+            parts[i] = (f"{parts[i - 1][0]} {text}", name)
     found = [part for text, name in parts if (part := Part.of(text, profile, name)).terms]
     merged: list[Part] = []
     for part in found:
