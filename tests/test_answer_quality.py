@@ -286,6 +286,7 @@ def test_a_neighbour_topic_is_refused_and_covered_ones_in_odd_wording_are_not(ru
         "Attempted loss scale: 65536, reducing to 32768 — why?",
         "my fp16 run keeps giving inf losses, any tips?",
         "pipline paralelism, what is split?",
+        "whats the diffrence between data paralel and tensor paralel",  # typos of a module word and of English
     ):
         answered = ask(runtime, question)
         assert not answered.answer.out_of_scope, question
@@ -294,6 +295,7 @@ def test_a_neighbour_topic_is_refused_and_covered_ones_in_odd_wording_are_not(ru
         "does bf16 need loss scailing too?",
         "got OOMs with adam on a 7B model, what eats the memory?",
         "which dtype avoids loss scaling?",
+        "mixed precison, why keep fp32 master weights?",  # a letter missing
     ):
         answered = ask(runtime, question)
         assert answered.answer.coverage == "full" and answered.answer.citations, (question, answered.answer.text)

@@ -68,6 +68,14 @@ def test_a_word_with_one_letter_too_many_or_two_swapped_is_respelled_before_stem
     assert respell("losss", vocab) == "losss"
 
 
+def test_a_word_missing_a_letter_is_respelled_to_the_module_word_or_else_to_plain_english() -> None:
+    vocab = set(tokenize("mixed precision training, data parallel"))
+    assert module_terms("mixed precison", vocab) == ["mix", "precis"]  # "precison" stems two edits from "precis"
+    # A typo of ordinary English is that word (a stop word here), not a topic the module lacks.
+    assert respell("the diffrence", vocab) == "the difference" and "diffrenc" not in module_terms("diffrence", vocab)
+    assert respell("bitsandbytes", vocab) == "bitsandbytes"  # a name nothing is one letter from stays
+
+
 def test_respelling_gives_up_after_a_few_unknown_words() -> None:
     vocab = set(tokenize("scaling"))
     text = " ".join(["qwertzuiop"] * MAX_RESPELLED + ["scailing"])

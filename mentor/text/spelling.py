@@ -7,8 +7,10 @@ Retrieval, the scope decision and the extractive engine's sentence choice read a
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Set
+from string import ascii_lowercase
 
 from mentor.text.tokens import COMMON_WORDS, stems, tokenize
 
@@ -27,7 +29,8 @@ def module_terms(text: str, vocab: Set[str]) -> list[str]:
 
 def respell(text: str, vocab: Set[str]) -> str:
     """`text` with each long word the module does not use replaced by the module word it becomes without one
-    extra letter or with two neighbours swapped back ("scailing" -> "scaling", "sacling" -> "scaling").
+    extra letter, with two neighbours swapped back or with a missing letter put in ("scailing", "sacling" ->
+    "scaling", "precison" -> "precision"), or else by the ordinary English word a missing letter makes it.
 
     Done on the word as written, before stemming: the stems of a typo and of its word can differ by more than
     the one edit `correct` allows ("scailing" stems to "scail", "scaling" to "scale"). Ordinary English words
@@ -45,12 +48,28 @@ def respell(text: str, vocab: Set[str]) -> str:
         if stems([lower])[0] in vocab:
             return word
         tried += 1
-        dropped = [lower[:i] + lower[i + 1 :] for i in range(len(lower))]
-        swapped = [lower[:i] + lower[i + 1] + lower[i] + lower[i + 2 :] for i in range(len(lower) - 1)]
-        candidates = dropped + swapped
-        return next((c for c, stem in zip(candidates, stems(candidates), strict=True) if stem in vocab), word)
+        edits = list(zip(one_edit(lower), one_edit_stems(lower), strict=True))
+        found = next((c for c, stem in edits if stem in vocab), None)
+        if found is None:  # "diffrence": a word missing a letter of ordinary English is that word, not a topic
+            found = next((c for c, _ in edits if len(c) > len(lower) and c in COMMON_WORDS), word)
+        return found
 
     return WORD.sub(fixed, text)
+
+
+def one_edit(word: str) -> list[str]:
+    """The spellings one typo away from `word`: a letter extra ("scailing"), two neighbours swapped ("sacling"),
+    then a letter missing ("precison")."""
+    dropped = [word[:i] + word[i + 1 :] for i in range(len(word))]
+    swapped = [word[:i] + word[i + 1] + word[i] + word[i + 2 :] for i in range(len(word) - 1)]
+    missing = [word[:i] + letter + word[i:] for i in range(len(word) + 1) for letter in ascii_lowercase]
+    return dropped + swapped + missing
+
+
+@functools.lru_cache(maxsize=256)  # stemming a word's ~260 neighbours takes ~0.7 ms, and a question is read often
+def one_edit_stems(word: str) -> tuple[str, ...]:
+    """The stems of `one_edit(word)`, in its order."""
+    return tuple(stems(one_edit(word)))
 
 
 def near(a: str, b: str) -> bool:
