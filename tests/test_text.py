@@ -63,8 +63,8 @@ def test_a_word_with_one_letter_too_many_or_two_swapped_is_respelled_before_stem
     assert module_terms("loss scailing", vocab) == ["loss", "scale"]
     assert module_terms("quantizaiton and acumulation", vocab) == ["quantiz", "accumul"]
     assert respell("gradeint", vocab) == "gradient"
-    # An English word is not a typo, and a short word is left alone.
-    assert respell("planing a train", {"plan"}) == "planing a train"
+    # An ordinary English word is not a typo ("filing" is not "filling"), and a short word is left alone.
+    assert respell("filing a form", {"fill"}) == "filing a form"
     assert respell("losss", vocab) == "losss"
 
 

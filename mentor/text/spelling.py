@@ -34,7 +34,7 @@ def respell(text: str, vocab: Set[str]) -> str:
 
     Done on the word as written, before stemming: the stems of a typo and of its word can differ by more than
     the one edit `correct` allows ("scailing" stems to "scail", "scaling" to "scale"). Ordinary English words
-    are never respelled: "planing" is a word, not a typo of "planning".
+    are never respelled: "filing" is a word, not a typo of "filling".
     """
 
     tried = 0
