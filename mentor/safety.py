@@ -12,6 +12,7 @@ import re
 INJECTION = re.compile(
     r"""(?ix)
     \b(ignore|disregard|forget|override|bypass)\b[^.!?\n]{0,40}\b(instruction|instructions|rules|prompt|guidelines|above|previous)\b
+    | \b(ignore|disregard|forget)\s+(the|this|your)\s+(module|context|passages|sources)\b
     | \b(system|developer|hidden|initial)\s+(prompt|message|instructions)\b
     | \byou\s+are\s+now\b
     | \b(act|pretend|behave)\s+as\b[^.!?\n]{0,30}\b(unrestricted|jailbroken|dan|different|another)\b
@@ -24,6 +25,9 @@ INJECTION = re.compile(
     | \b(what|which)\s+(are|is|were)\s+your\s+(instructions|rules|prompt|system\s+prompt|guidelines)
     | \b(repeat|print|output)\b[^.!?\n]{0,20}\b(text|words|everything|all)\s+(above|before)
     | <\s*/?\s*(system|assistant|instructions?|question)\s*>
+    | \[/?INST\] | <</?SYS>>
+    | ^\W*(system|admin|developer|override|system\s+override)\s*:
+    | \b(answer|reply|respond|write)\s+only\s+in\s+[A-Za-z]+\b
     | \b(open|visit|follow|click)\b[^.!?\n]{0,40}\b(do\s+what\s+it\s+says|its\s+instructions)
     """
 )

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from datetime import datetime
+from pathlib import Path
 
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
@@ -49,7 +52,7 @@ def test_the_spool_of_a_dead_process_is_adopted_once_and_a_live_one_is_left_alon
     write_spool(spools / "host-102.jsonl", lines[3:])
     alive = Spool(spools / "host-102.jsonl")
     assert alive.claim()  # a live process's spool
-    engine = make_engine(f"sqlite:///{tmp_path / 'signals.db'}")
+    engine = make_engine(f"sqlite:///{tmp_path / 'mentor.db'}")
     writer = SignalWriter(engine, spools / "host-200.jsonl", retry_s=0.05).start()
     try:
         assert wait_for(lambda: stored_ids(engine) >= set(asked[:3]))
@@ -69,7 +72,7 @@ def test_two_writers_cannot_share_one_spool(tmp_path) -> None:
 
     from mentor.errors import ConfigError
 
-    engine = make_engine(f"sqlite:///{tmp_path / 'signals.db'}")
+    engine = make_engine(f"sqlite:///{tmp_path / 'mentor.db'}")
     first = SignalWriter(engine, tmp_path / "spool" / "same.jsonl").start()
     try:
         with pytest.raises(ConfigError, match="in use by another running process"):
@@ -90,7 +93,7 @@ def test_records_made_before_their_learners_erasure_are_dropped_and_later_ones_k
         "created_at": datetime.fromtimestamp(made + 10).astimezone().isoformat(),
     }
     write_spool(tmp_path / "spool" / "dead.jsonl", [*lines, later])
-    engine = make_engine(f"sqlite:///{tmp_path / 'signals.db'}")
+    engine = make_engine(f"sqlite:///{tmp_path / 'mentor.db'}")
     asked_about = []
 
     def erased_since(keys):
@@ -109,7 +112,7 @@ def test_records_made_before_their_learners_erasure_are_dropped_and_later_ones_k
 def test_when_erasures_cannot_be_checked_records_wait_in_the_spool(tmp_path, runtime) -> None:
     lines, asked = spool_of(runtime, tmp_path, GOOD[:2])
     write_spool(tmp_path / "spool" / "dead.jsonl", lines)
-    engine = make_engine(f"sqlite:///{tmp_path / 'signals.db'}")
+    engine = make_engine(f"sqlite:///{tmp_path / 'mentor.db'}")
     state = {"up": False}
 
     def erased_since(keys):
@@ -130,7 +133,7 @@ def test_when_erasures_cannot_be_checked_records_wait_in_the_spool(tmp_path, run
 def test_a_replica_waits_for_the_schema_job_instead_of_migrating(tmp_path, runtime) -> None:
     lines, asked = spool_of(runtime, tmp_path, GOOD[:2])
     write_spool(tmp_path / "spool" / "dead.jsonl", lines)
-    engine = make_engine(f"sqlite:///{tmp_path / 'signals.db'}")
+    engine = make_engine(f"sqlite:///{tmp_path / 'mentor.db'}")
     assert "mentor db upgrade" in schema_behind(engine)
     writer = SignalWriter(engine, tmp_path / "spool" / "live.jsonl", migrate=False, retry_s=0.05).start()
     try:
@@ -183,10 +186,37 @@ def test_an_erasure_on_another_replica_waits_for_a_write_under_way_then_deletes_
 
 
 def test_the_writer_brings_the_schema_up_when_it_starts_not_inside_a_request(tmp_path) -> None:
-    engine = make_engine(f"sqlite:///{tmp_path / 'signals.db'}")
+    engine = make_engine(f"sqlite:///{tmp_path / 'mentor.db'}")
     assert schema_behind(engine) is not None
     writer = SignalWriter(engine, tmp_path / "spool" / "live.jsonl").start()
     try:  # no record submitted: the check ran on its own, before the first learner's question needs the writer
         assert wait_for(lambda: schema_behind(engine) is None, timeout_s=30)
     finally:
         writer.stop()
+
+
+EXITS_WITHOUT_STOP = """
+import asyncio, sys
+from mentor.answer import ChatInput
+from mentor.runtime import build_runtime
+from tests.conftest import MODULE_ID, make_settings
+
+runtime = build_runtime(make_settings(__import__("pathlib").Path(sys.argv[1])))
+runtime.writer.start()
+for n in range(3):
+    asyncio.run(runtime.chat.ask(ChatInput(message=f"what does ZeRO stage {n + 1} shard?", module_id=MODULE_ID)))
+"""  # and the process ends here, its writer never stopped
+
+
+def test_a_process_ending_without_stopping_its_writer_still_writes_its_signals(tmp_path) -> None:
+    # The writer's thread used to die with the process: its queue was lost, and caught embedding a question
+    # (ONNX Runtime) it aborted the interpreter. Now it finishes what is queued at exit.
+    done = subprocess.run(
+        [sys.executable, "-c", EXITS_WITHOUT_STOP, str(tmp_path)],
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(stored_ids(make_engine(f"sqlite:///{tmp_path / 'data' / 'mentor.db'}"))) == 3

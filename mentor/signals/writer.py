@@ -20,6 +20,7 @@ an erasure on another replica never interleaves with a write.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import fcntl
 import json
@@ -167,11 +168,16 @@ class SignalWriter:
         self._migrated = False
 
     def start(self) -> SignalWriter:
-        """Claim the spool and start the background thread (once; later calls do nothing)."""
+        """Claim the spool and start the background thread (once; later calls do nothing).
+
+        A process that exits without `stop` still finishes what is queued: left to die at exit, the thread lost
+        its queue, and one caught embedding a question (ONNX Runtime, C++) aborted the interpreter (exit 134).
+        """
         if not self._thread.is_alive() and not self._stop.is_set():
             if not self._spool.claim():
                 raise ConfigError(f"the signal spool {self._spool.path} is in use by another running process")
             self._thread.start()
+            atexit.register(self.stop)
         return self
 
     def submit(self, item: AnsweredQuestion | Feedback) -> None:
@@ -193,6 +199,7 @@ class SignalWriter:
         self._thread.join(timeout)
         if not self._thread.is_alive():
             self._spool.release()
+            atexit.unregister(self.stop)
 
     def _run(self) -> None:
         self._prepare()
