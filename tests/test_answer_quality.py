@@ -17,8 +17,9 @@ import pytest
 from mentor.answer import ChatInput
 from mentor.corpus import chunk_module, load_corpus
 from mentor.engines.selection import head_of, leans_back, negated, question_parts
+from mentor.evaluate.metrics import answer_sentences, is_claim
 from mentor.framing import PARTIAL_OPENING
-from mentor.text import split_sentences, strip_markers
+from mentor.text import has_marker, split_sentences, strip_markers
 from mentor.text.jargon import spell_out
 from mentor.text.profile import ModuleProfile
 
@@ -208,6 +209,15 @@ def test_what_a_technique_solves_is_asked_about_the_technique(runtime, question:
     # question's words the module uses, and the question was refused.
     answered = ask(runtime, question)
     assert not answered.answer.out_of_scope and answered.answer.citations, answered.answer.text
+
+
+def test_every_sentence_of_a_quoted_unit_carries_its_marker(runtime) -> None:
+    # "FSDP is the same idea." leans on the sentence before it, so the two are one unit, quoted together: each
+    # sentence is a claim, and each is cited.
+    text = ask(runtime, "which ZeRO stage also shards the gradients?").answer.text
+    assert "FSDP is the same idea. [" in text, text
+    sentences = [s for s in answer_sentences(text) if is_claim(s, [])]
+    assert sentences and all(has_marker(s, lists=False) for s in sentences), sentences
 
 
 def test_a_card_is_a_gpu_and_small_enough_fits(runtime) -> None:

@@ -46,7 +46,7 @@ from mentor.framing import HINT_CALC, HINT_CHECK, HINT_QUESTION, PARTIAL_OPENING
 from mentor.query import ABOUT_WORDS, SOURCES_WORDS
 from mentor.retrieve import Passage
 from mentor.safety import sanitize_markdown
-from mentor.text import Unit, split_units
+from mentor.text import Unit, split_sentences, split_units
 from mentor.text.jargon import spell_out
 from mentor.text.profile import SOURCES_TITLE, ModuleProfile
 from mentor.text.units import clauses
@@ -102,9 +102,10 @@ class ExtractiveEngine:
                 passage.rank,
                 Citation(passage.rank, passage.chunk_id, passage.section_id, passage.section_title, unit.text),
             )
-            # Each quote ends as a sentence, so the grounding check reads it as one.
+            # Each quote ends as a sentence, so the grounding check reads it as one, and each of its sentences
+            # carries the marker ("ZeRO shards … stage 3 also parameters. [1] FSDP is the same idea. [1]").
             text = unit.text if unit.text.endswith((".", "!", "?")) else f"{unit.text}."
-            quoted.append(f"{text} [{passage.rank}]")
+            quoted.append(" ".join(f"{sentence} [{passage.rank}]" for sentence in split_sentences(text)))
         # A part without one specific module word ("call me on if needed", "which one n y") is chatter, not a
         # question the module leaves unanswered.
         weights = question.profile.term_weights
