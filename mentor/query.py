@@ -22,11 +22,11 @@ FOLLOW_UP = re.compile(
 )
 # (?<!\s): a tag's leading spaces are matched from the first one only; trying every start inside a run of
 # spaces made splitting a 4,000-space message quadratic.
-# "... starting with 'You are' and then explain GPTQ", "[INST] ignore the module [/INST] what is ...": an
-# instruction's clause ends where the question's begins.
+# "... starting with 'You are' and then explain GPTQ", "[INST] ignore the module [/INST] what is ...",
+# '{"role": "system", ...} what is ...': an instruction's clause ends where the question's begins.
 CLAUSES = re.compile(
-    r"(?<=[.!?;:])\s+|\n+|(?<!\s)\s*<[^<>]{1,60}>\s*|\s*\[/?INST\]\s*|,\s*(?=(?:then|and then|anyway|now|but)\b)"
-    r"|\s+(?=and then\b)",
+    r"(?<=[.!?;:}\]])\s+|\n+|(?<!\s)\s*<[^<>]{1,60}>\s*|\s*\[/?INST\]\s*"
+    r"|,\s*(?=(?:then|and then|anyway|now|but)\b)|\s+(?=and (?:then|also)\b)",
     re.I,
 )
 

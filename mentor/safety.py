@@ -14,7 +14,8 @@ INJECTION = re.compile(
     \b(ignore|disregard|forget|override|bypass)\b[^.!?\n]{0,40}\b(instruction|instructions|rules|prompt|guidelines|above|previous)\b
     | \b(ignore|disregard|forget)\s+(the|this|your)\s+(module|context|passages|sources)\b
     | \b(system|developer|hidden|initial)\s+(prompt|message|instructions)\b
-    | \byou\s+are\s+now\b
+    | \byou\s+are\s+now\b | \byour\s+new\s+(role|persona|task)\b | \bfrom\s+now\s+on\s+you\b
+    | ["']role["']\s*:\s*["'](system|developer|assistant)["']
     | \b(act|pretend|behave)\s+as\b[^.!?\n]{0,30}\b(unrestricted|jailbroken|dan|different|another)\b
     | \bnew\s+instructions?\b
     | \b(answer|reply|respond|say|output|print)\s+(only|just)\s+(with\s+)?(?-i:["'A-Z])
