@@ -220,6 +220,13 @@ def test_every_sentence_of_a_quoted_unit_carries_its_marker(runtime) -> None:
     assert sentences and all(has_marker(s, lists=False) for s in sentences), sentences
 
 
+def test_a_name_in_a_section_title_is_asked_about_not_the_section(runtime) -> None:
+    # "Kaplan" is in the title "Scaling laws: Kaplan vs Chinchilla" and in two units: the learner asks what Kaplan
+    # found, not for the section's every sentence.
+    said = quotes(ask(runtime, "what did Kaplan find?").answer.text)
+    assert said and all(q.startswith("Kaplan (2020)") for q in said), said
+
+
 def test_a_card_is_a_gpu_and_small_enough_fits(runtime) -> None:
     said = quotes(
         ask(runtime, "a 350M model is small enough for one graphics card, which kind of parallelism?").answer.text

@@ -349,9 +349,10 @@ def about_unknown(question: str, unknown: Sequence[str]) -> bool:
 def named_section(parts: Sequence[Part], pool: Sequence[Candidate], profile: ModuleProfile) -> list[Candidate]:
     """The units of the section a question names, best-ranked passage first: its title holds every topic word
     of the question, and those words are rare in the module's sentences ("interview", not "ZeRO": a question
-    about ZeRO is about the topic, not a request for the section titled with it)."""
+    about ZeRO is about the topic, not a request for the section titled with it) and name nothing ("what did
+    Kaplan find?" asks about Kaplan, not for the section titled "Kaplan vs Chinchilla")."""
     terms = {term for part in parts for term in part.terms}
-    if any(profile.unit_counts.get(term, 0) > NAMING_UNITS for term in terms):
+    if any(part.names for part in parts) or any(profile.unit_counts.get(t, 0) > NAMING_UNITS for t in terms):
         return []
     named = [c for c in pool if terms and terms <= c.title_terms]
     first = min((c.passage.rank for c in named), default=None)
