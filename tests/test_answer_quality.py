@@ -329,6 +329,13 @@ def test_a_follow_up_adds_what_the_first_answer_did_not_say(runtime) -> None:
     assert set(quotes(again.answer.text)) & set(quotes(second.answer.text))  # asked to repeat, it may
 
 
+def test_a_follow_up_naming_its_own_topic_is_answered_on_it(runtime) -> None:
+    first = ask(runtime, "explain int4 weight-only quantization")
+    second = ask(runtime, "why not quantize activations too?", conversation=first.conversation_id)
+    said = quotes(second.answer.text)
+    assert said and all("W8A8" in q for q in said), said
+
+
 def test_and_the_next_stage_is_answered_with_a_sentence_not_yet_quoted(runtime) -> None:
     first = ask(runtime, "what does ZeRO stage 1 shard?")
     second = ask(runtime, "and the next stage?", conversation=first.conversation_id)

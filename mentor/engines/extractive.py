@@ -72,6 +72,9 @@ ASKS_PREREQUISITES = re.compile(
 )
 FRONT_MATTER = re.compile(r"\b(?:prerequisites?|audience)\s*:", re.I)
 OWN_TERMS = 2  # a follow-up naming this many topic words is read on its own, not joined to the question before
+# ... unless joined it is answered better by this much: joined, the earlier question's words favour the earlier
+# answer's neighbours ("why not quantize activations too?" after int4 weight-only got the other weight-only line).
+OWN_READING = 0.05
 MAX_NAMED = 3  # the partial-coverage sentence names at most this many missing words or parts
 NAMING_UNITS = 2  # a word in more of the module's sentences than this names a topic, not a section
 
@@ -190,7 +193,7 @@ class ExtractiveEngine:
                 own_best, joined_best = (
                     best_score([p], [self._embedder.embed_query(p.text)], unsaid, profile) for p in (own, joined)
                 )
-                if joined_best > own_best:
+                if joined_best > own_best + OWN_READING:
                     parts = [joined]
             if follow_up and parts[0] is joined:
                 newly_named = own.names
