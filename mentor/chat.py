@@ -48,6 +48,7 @@ from mentor.query import clean_question, resolve_query
 from mentor.record import ABANDONED, AnsweredQuestion, SignalSink
 from mentor.retrieve import Retrieval, Retriever
 from mentor.text import MAX_MESSAGE_CHARS
+from mentor.text.profile import SOURCES_TITLE
 
 log = logging.getLogger(__name__)
 PIECE = re.compile(r"\S+\s*")
@@ -239,9 +240,14 @@ class ChatService:
         """Clean the question, resolve its query, retrieve its passages and plan its calculators (blocking)."""
         cleaned = clean_question(message)
         query = resolve_query(message, cleaned, history)
-        # A question about sources reads two passages more, so the reading list is among them.
-        depth = self.top_k + 2 if ASKS_SOURCES.search(cleaned) else self.top_k
-        retrieval = (retriever or self.catalog.retriever).search(query, module_id, depth)
+        sources = bool(ASKS_SOURCES.search(cleaned))
+        # A question about sources reads two passages more, so the reading list is among them. Any other reads two
+        # more and leaves out the module's opening and reading list, unless it asks about the module: they share
+        # every topic's words and answer none, and in the top 4 they crowded out the sections that do.
+        retrieval = (retriever or self.catalog.retriever).search(query, module_id, self.top_k + BOILERPLATE_SLACK)
+        if not sources:
+            retrieval = retrieval if ASKS_ABOUT_MODULE.search(cleaned) else without_boilerplate(retrieval)
+            retrieval = replace(retrieval, passages=retrieval.passages[: self.top_k])
         plan = plan_tools(cleaned, tuple(t.question for t in history)) if cleaned else []
         return Reading(cleaned, query, retrieval, plan)
 
@@ -426,3 +432,12 @@ def validate(request: ChatInput) -> None:
         raise InvalidInput(f"message: at most {MAX_MESSAGE_CHARS} characters (got {len(message)})")
     if request.style not in STYLES:
         raise InvalidInput(f"style: must be one of {', '.join(STYLES)} (got {request.style!r})")
+
+
+BOILERPLATE_SLACK = 2  # passages read beyond `top_k`: a module's opening and its reading list
+
+
+def without_boilerplate(retrieval: Retrieval) -> Retrieval:
+    """`retrieval` without the module's opening and reading-list passages, the rest renumbered from 1."""
+    kept = [p for p in retrieval.passages if p.position != 0 and not SOURCES_TITLE.search(p.section_title)]
+    return replace(retrieval, passages=[replace(p, rank=rank) for rank, p in enumerate(kept, start=1)])

@@ -227,6 +227,18 @@ def test_a_name_in_a_section_title_is_asked_about_not_the_section(runtime) -> No
     assert said and all(q.startswith("Kaplan (2020)") for q in said), said
 
 
+def test_the_modules_opening_and_reading_list_do_not_take_a_specific_questions_passages(runtime) -> None:
+    # They share every topic's words: "shrink a model for serving" ranked the opening and the reading list 1st and
+    # 4th, and the quantization section 6th, outside the four passages an answer is made from.
+    answered = ask(runtime, "what's the cheapest way to shrink a model for serving?")
+    sections = [p.section_id for p in answered.answer.passages]
+    assert "ref-quantization" in sections and not {"overview", "further-reading"} & set(sections), sections
+    assert [p.rank for p in answered.answer.passages] == list(range(1, len(sections) + 1))
+    # Asked about the module, the opening is what answers.
+    overview = ask(runtime, "give me the big picture of this module").answer
+    assert overview.citations and overview.citations[0].section_id == "overview"
+
+
 def test_a_card_is_a_gpu_and_small_enough_fits(runtime) -> None:
     said = quotes(
         ask(runtime, "a 350M model is small enough for one graphics card, which kind of parallelism?").answer.text
