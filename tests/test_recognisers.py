@@ -218,6 +218,22 @@ def test_chinchilla_optimal() -> None:
     assert recognise_chinchilla_optimal("what is compute-optimal training", NONE) is None  # no number
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        "how big should my dataset be for a 10B model?",
+        "how much training data does a 1B model need?",
+        "dataset size for 3B?",
+    ],
+)
+def test_the_data_a_model_should_see_is_a_chinchilla_question(question: str) -> None:
+    # "how big" and "how much" usually ask for memory; about the training data, they ask for Chinchilla's tokens.
+    (call,) = plan_tools(question)
+    assert call.name == "chinchilla_optimal", call
+    (memory,) = plan_tools("how many GB does training a 7B model on my dataset take?")
+    assert memory.name == "training_memory"  # a unit of memory: the data is only where the training runs
+
+
 def test_training_memory() -> None:
     call = only(recognise_training_memory("how much memory for 13 billion params with sgd with momentum", NONE))
     assert call.arguments == {"params": "13B", "optimizer": "sgd_momentum"}

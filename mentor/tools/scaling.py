@@ -302,6 +302,13 @@ CHINCHILLA_WORDS = re.compile(
     r"how (?:big|large) (?:a|should)|flops?)\b",
     re.I,
 )
+# "how big should my dataset be for a 10B model?", "how much training data for 1B?": the data a model should see,
+# a Chinchilla question, though "how big" and "how much" usually ask for memory.
+DATA_WORDS = re.compile(
+    r"\b(data\s*sets?|training data|how much data|data size|(?:amount|size) of (?:training )?data|tokens of data)\b",
+    re.I,
+)
+MEMORY_UNITS = re.compile(r"\b(memory|bytes?|gb|gib|vram|hbm|footprint|ram|optimi[sz]er state)\b", re.I)
 FLOPS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?e\d+|\d+(?:\.\d+)?\s*[x×*]\s*10\^\d+)\s*flops?\b", re.I)
 
 
@@ -344,8 +351,10 @@ def recognise_scaling_law_loss(text: str, context: PlanContext) -> Recognised:
 
 
 def recognise_chinchilla_optimal(text: str, context: PlanContext) -> Recognised:
-    """Compute-optimal words with one of model size, tokens or FLOPs (in that preference), and no memory words."""
-    if not CHINCHILLA_WORDS.search(text) or MEMORY_WORDS.search(text):
+    """Compute-optimal words with one of model size, tokens or FLOPs (in that preference), and no memory words;
+    or words about the training data with no unit of memory."""
+    data = DATA_WORDS.search(text) and not MEMORY_UNITS.search(text)
+    if not data and (not CHINCHILLA_WORDS.search(text) or MEMORY_WORDS.search(text)):
         return None
     if params := find_params(text):
         return PlannedCall("chinchilla_optimal", {"params": params})
