@@ -239,6 +239,17 @@ def test_the_modules_opening_and_reading_list_do_not_take_a_specific_questions_p
     assert overview.citations and overview.citations[0].section_id == "overview"
 
 
+@pytest.mark.parametrize(
+    "question",
+    ["how do I train when my context is 200k tokens?", "training with 64k context runs out of memory, what helps?"],
+)
+def test_a_context_in_thousands_of_tokens_is_a_long_context(runtime, question: str) -> None:
+    # "200k tokens" found the Chinchilla token counts, and "64k" was read as a 64K-parameter model to size.
+    answer = ask(runtime, question).answer
+    assert not answer.tool_calls and answer.citations, answer.text
+    assert any("long contexts" in c.quote for c in answer.citations), [c.quote for c in answer.citations]
+
+
 def test_a_card_is_a_gpu_and_small_enough_fits(runtime) -> None:
     said = quotes(
         ask(runtime, "a 350M model is small enough for one graphics card, which kind of parallelism?").answer.text

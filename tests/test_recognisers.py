@@ -57,6 +57,8 @@ def only(recognised: PlannedCall | list[PlannedCall] | None) -> PlannedCall:
         ("300 params", None),
         ("1.4T tokens", None),  # tokens, FLOPs and GPUs are not model sizes
         ("64 gpus", None),
+        ("training with 64k context", None),  # nor is a context length
+        ("128k-token sequences", None),
         ("no numbers", None),
     ],
 )

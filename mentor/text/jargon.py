@@ -44,6 +44,13 @@ JARGON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # ... a "card" (graphics card) is a GPU, and a model "small enough" for one fits on it.
         (r"\b(?:graphics\s+)?cards?\b", "GPU", True),
         (r"\b(?:small|light)\s+enough\b", "fits", True),
+        # A context stated in thousands of tokens ("128k-token sequences", "my context is 200k tokens") is a long one.
+        (
+            r"\b\d+\s*[km][\s-]*(?:tokens?[\s-]+)?(?:context|sequence|seq)\w*"
+            r"|\b(?:context|sequence|seq)\w*(?:[\s-]+(?:length|len|window))?\s+(?:is|of|are|=)?\s*\d+\s*[km]\b",
+            "long contexts sequence",
+            True,
+        ),
         (
             r"\b(?:generat(?:e|es|ed|ing|ion)\s+(?:\w+\s+){0,2}?tokens?|tokens?\s+generation|autoregressive\w*"
             r"|token[\s-]+by[\s-]+token|one\s+token\s+at\s+a\s+time)\b",

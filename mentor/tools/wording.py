@@ -20,7 +20,7 @@ from typing import Any
 # The scale words a learner's count may carry; "mn" and "tn" are read only by the calculators, not here.
 SCALE = r"(?:k|thousand|m|million|b|bn|billion|t|trillion)"
 PARAMS = re.compile(
-    rf"(?<![\w.])(\d+(?:\.\d+)?(?:e\d+)?)\s*({SCALE})\b(?!\s*(?:tokens?|flops?|gpus?))"
+    rf"(?<![\w.])(\d+(?:\.\d+)?(?:e\d+)?)\s*({SCALE})\b(?![\s-]*(?:tokens?|flops?|gpus?|context|seq))"
     rf"|(?<![\w.])(\d+(?:\.\d+)?(?:e\d+)?)\s*({SCALE})?\s*(?:params?|parameters?)\b",
     re.I,
 )
