@@ -28,7 +28,9 @@ INJECTION = re.compile(
     | <\s*/?\s*(system|assistant|instructions?|question)\s*>
     | \[/?INST\] | <</?SYS>>
     | ^\W*(system|admin|developer|override|system\s+override)\s*:
-    | \b(answer|reply|respond|write)\s+only\s+in\s+[A-Za-z]+\b
+    | \b(answer|reply|respond|write|speak)\s+(only\s+)?in\s+(json|xml|yaml|uppercase|all\s+caps|emojis?|french|spanish
+      |german|italian|portuguese|chinese|japanese|korean|russian|hindi|arabic|pirate)\b
+    | \b(answer|reply|respond|start|begin)\s+(your\s+(answer|reply)\s+)?with\s+["'“]
     | \b(open|visit|follow|click)\b[^.!?\n]{0,40}\b(do\s+what\s+it\s+says|its\s+instructions)
     """
 )
