@@ -26,7 +26,7 @@ FOLLOW_UP = re.compile(
 # '{"role": "system", ...} what is ...': an instruction's clause ends where the question's begins.
 CLAUSES = re.compile(
     r"(?<=[.!?;:}\]])\s+|\n+|(?<!\s)\s*<[^<>]{1,60}>\s*|\s*\[/?INST\]\s*"
-    r"|,\s*(?=(?:then|and then|anyway|now|but)\b)|\s+(?=and (?:then|also)\b)",
+    r"|,\s*(?=(?:then|and then|anyway|now|but)\b)|\s+(?=and (?:then|also|what|how|why|which|when|explain|tell)\b)",
     re.I,
 )
 

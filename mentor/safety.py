@@ -31,6 +31,9 @@ INJECTION = re.compile(
     | \b(answer|reply|respond|write|speak)\s+(only\s+)?in\s+(json|xml|yaml|uppercase|all\s+caps|emojis?|french|spanish
       |german|italian|portuguese|chinese|japanese|korean|russian|hindi|arabic|pirate)\b
     | \b(answer|reply|respond|start|begin)\s+(your\s+(answer|reply)\s+)?with\s+["'“]
+    | \b(start|begin|end|finish|sign)\s+(your|the|each|every)\s+(reply|answer|response|message)s?\s+(with|by)\b
+    | \b(include|insert|add|put|mention|write)\b[^.!?\n]{0,30}\b(in|into|to)\s+your\s+(reply|answer|response|output)\b
+    | \bmention\s+\S+\s+somewhere\b | \b(password|passphrase|api[\s_-]*key)\b
     | \b(open|visit|follow|click)\b[^.!?\n]{0,40}\b(do\s+what\s+it\s+says|its\s+instructions)
     """
 )
