@@ -48,10 +48,11 @@ from mentor.query import clean_question, resolve_query
 from mentor.record import ABANDONED, AnsweredQuestion, SignalSink
 from mentor.retrieve import Retrieval, Retriever
 from mentor.text import MAX_MESSAGE_CHARS
-from mentor.text.profile import SOURCES_TITLE
+from mentor.text.profile import describes_module
 
 log = logging.getLogger(__name__)
 PIECE = re.compile(r"\S+\s*")
+BOILERPLATE_SLACK = 2  # passages read beyond `top_k`: a module's opening and its reading list
 # Start-up runs one question through every stage (ChatService.warm); a calculation reaches the planner and tools.
 WARM_QUESTION = "how much memory does a 7B model need with ZeRO stage 3 on 8 GPUs, and why?"
 WARM_MODULES = 20  # units embedded at start for this many modules; later ones are embedded on first use
@@ -434,10 +435,7 @@ def validate(request: ChatInput) -> None:
         raise InvalidInput(f"style: must be one of {', '.join(STYLES)} (got {request.style!r})")
 
 
-BOILERPLATE_SLACK = 2  # passages read beyond `top_k`: a module's opening and its reading list
-
-
 def without_boilerplate(retrieval: Retrieval) -> Retrieval:
     """`retrieval` without the module's opening and reading-list passages, the rest renumbered from 1."""
-    kept = [p for p in retrieval.passages if p.position != 0 and not SOURCES_TITLE.search(p.section_title)]
+    kept = [p for p in retrieval.passages if not describes_module(p)]
     return replace(retrieval, passages=[replace(p, rank=rank) for rank, p in enumerate(kept, start=1)])

@@ -70,13 +70,16 @@ class ModuleProfile:
         sources = frozenset(
             text for chunk, text in units if SOURCES_TITLE.search(chunk.section_title) and " — " in text
         )
-        boilerplate = {
-            text for chunk, text in units if chunk.position == 0 or SOURCES_TITLE.search(chunk.section_title)
-        }
+        boilerplate = {text for chunk, text in units if describes_module(chunk)}
         for (_, text), unit_terms in zip(units, terms, strict=True):
             if unit_terms and any(len(unit_terms & o) / len(unit_terms | o) >= RESTATEMENT for o in opening if o):
                 boilerplate.add(text)
         return cls(weights, dict(frequency), frozenset(boilerplate), sources, _names(text for _, text in units))
+
+
+def describes_module(piece: Piece) -> bool:
+    """True for the module's opening and its reading list: they describe the module rather than teach it."""
+    return piece.position == 0 or bool(SOURCES_TITLE.search(piece.section_title))
 
 
 def _names(texts: Iterable[str]) -> frozenset[str]:
