@@ -336,6 +336,8 @@ def test_a_neighbour_topic_is_refused_and_covered_ones_in_odd_wording_are_not(ru
         "got OOMs with adam on a 7B model, what eats the memory?",
         "which dtype avoids loss scaling?",
         "mixed precison, why keep fp32 master weights?",  # a letter missing
+        "adam uses how much mem per param lol",  # chat shorthand
+        "wat is a pipeline bubble",
     ):
         answered = ask(runtime, question)
         assert answered.answer.coverage == "full" and answered.answer.citations, (question, answered.answer.text)

@@ -26,6 +26,7 @@ JARGON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\bPTQ\b", "post-training quantization", False),
         (r"\b(?:3|4)[\s-]*d\s+parallel\w*", "3-D parallelism combine", True),
         (r"\b(?:vram|hbm|gpu[\s-]*ram)\b", "GPU memory", True),
+        (r"\bmem\b", "memory", True),
         (r"\b(?:nan|nans|inf|infs|overflow\w*)\b", "fp16 range loss scaling underflow", True),
         (r"\bgrads?\b", "gradients", True),
         (r"\bfine[\s-]*tun\w*|\bfinetun\w*", "training", True),
