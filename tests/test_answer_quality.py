@@ -250,6 +250,13 @@ def test_a_context_in_thousands_of_tokens_is_a_long_context(runtime, question: s
     assert any("long contexts" in c.quote for c in answer.citations), [c.quote for c in answer.citations]
 
 
+def test_an_out_of_memory_plea_is_answered_by_what_hogs_the_memory(runtime) -> None:
+    # "OOM" asks what takes the memory: the learner's data-parallel set-up is the premise, not the answer.
+    said = quotes(ask(runtime, "my 13B run OOMs with plain data parallel on 8 GPUs, what should I do?").answer.text)
+    assert said and any("memory hog" in q for q in said), said
+    assert not any(q.startswith("Data parallel") for q in said), said
+
+
 def test_a_card_is_a_gpu_and_small_enough_fits(runtime) -> None:
     said = quotes(
         ask(runtime, "a 350M model is small enough for one graphics card, which kind of parallelism?").answer.text

@@ -18,7 +18,8 @@ JARGON: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\bSP\b", "sequence parallel", False),
         (r"\bfully[\s-]+sharded[\s-]+data[\s-]+parallel\w*", "FSDP ZeRO", True),
         (r"\bzero[\s-]*(?:stage[\s-]*)?([123])\b", r"ZeRO stage \1", True),
-        (r"\b(?:OOM(?:s|ed|ing)?|out[\s-]+of[\s-]+memory)\b", "memory", True),
+        # Out of memory asks what takes the memory: the track calls that the memory hog.
+        (r"\b(?:OOM(?:s|ed|ing)?|out[\s-]+of[\s-]+memory)\b", "memory hog", True),
         (r"\b(?:dtypes?|torch_dtype)\b", "precision fp16 bf16 fp32", True),
         (r"\b(?:half[\s-]+precision|float16)\b", "fp16", True),
         (r"\bbfloat16\b", "bf16", True),
