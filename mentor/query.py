@@ -26,7 +26,8 @@ FOLLOW_UP = re.compile(
 # '{"role": "system", ...} what is ...': an instruction's clause ends where the question's begins.
 CLAUSES = re.compile(
     r"(?<=[.!?;:}\]])\s+|\n+|(?<!\s)\s*<[^<>]{1,60}>\s*|\s*\[/?INST\]\s*"
-    r"|,\s*(?=(?:then|and then|anyway|now|but)\b)|\s+(?=and (?:then|also|what|how|why|which|when|explain|tell)\b)",
+    r"|,\s*(?=(?:then|and then|anyway|now|but)\b)"
+    r"|\s+(?=and (?:then|also|what|how|why|which|when|explain|tell|compute|calculate|give|show|list|describe)\b)",
     re.I,
 )
 

@@ -17,6 +17,7 @@ INJECTION = re.compile(
     | \byou\s+are\s+now\b | \byour\s+new\s+(role|persona|task)\b | \bfrom\s+now\s+on\s+you\b
     | ["']role["']\s*:\s*["'](system|developer|assistant)["']
     | \b(act|pretend|behave)\s+as\b[^.!?\n]{0,30}\b(unrestricted|jailbroken|dan|different|another)\b
+    | \bpretend\s+(you'?re|you\s+are|to\s+be)\b | \b(unrestricted|jailbroken|jailbreak|uncensored)\b
     | \bnew\s+instructions?\b
     | \b(answer|reply|respond|say|output|print)\s+(only|just)\s+(with\s+)?(?-i:["'A-Z])
     | \bpwned\b

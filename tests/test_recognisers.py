@@ -220,6 +220,16 @@ def test_chinchilla_optimal() -> None:
     assert recognise_chinchilla_optimal("what is compute-optimal training", NONE) is None  # no number
 
 
+def test_training_on_a_gpu_is_a_fit_and_a_kv_cache_holds_its_tokens() -> None:
+    for question in ("will a 7B model train on one 24GB GPU?", "could I finetune a 13B model on one 80GB card?"):
+        (call,) = plan_tools(question)
+        assert call.name == "memory_fit" and call.arguments["workload"] == "training", question
+    (kv,) = plan_tools("kv cache for 32 layers, 8 kv heads, head dim 128, 4096 tokens, fp16")
+    assert kv.name == "kv_cache" and kv.arguments["seq_len"] == 4096
+    (kilo,) = plan_tools("kv cache 40 layers 8 kv heads head dim 128 for 8k tokens")
+    assert kilo.arguments["seq_len"] == 8192  # k is 1024 for a context, as "8k context" is
+
+
 @pytest.mark.parametrize(
     "question",
     [

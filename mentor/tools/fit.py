@@ -264,7 +264,8 @@ def memory_fit(args: MemoryFitArgs) -> ToolResult:
 FIT_WORDS = re.compile(
     r"\b(fits?|fitting|enough|suffic\w*|hold|holds|can (?:i|we|you|it|one)|could (?:i|we|you|it)|is it possible|"
     r"possible to|will (?:it|this|that)|would (?:it|this|that)|need (?:more|fewer|extra|additional|another)|"
-    r"(?:will|would|can|could)(?:\s+[\w.×-]+){1,4}?\s+(?:run|work|load|serve|handle|cope)\b)",
+    r"(?:will|would|can|could)(?:\s+[\w.×-]+){1,4}?\s+(?:run|work|load|serve|handle|cope|train(?:ed)?"
+    r"|fine[\s-]*tun\w*|finetun\w*)\b)",
     re.I,
 )
 TRAINING_WORDS = re.compile(

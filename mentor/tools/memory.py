@@ -255,11 +255,21 @@ def recognise_zero_memory(text: str, context: PlanContext) -> Recognised:
     return [PlannedCall("zero_memory", {"params": params, "dp_degree": int(dp), "stage": s}, assumed) for s in stages]
 
 
+# The tokens a KV cache holds, when no context or sequence is named: "4096 tokens", "8k tokens".
+CACHED_TOKENS = re.compile(r"(?<![\w.])(\d+)(k?)\s*tokens?\b", re.I)
+
+
+def cached_tokens(text: str) -> int | None:
+    """The token count of a KV-cache question ("... head dim 128, 4096 tokens"; k is 1024, as for contexts)."""
+    match = CACHED_TOKENS.search(text)
+    return int(match.group(1)) * (1024 if match.group(2) else 1) if match else None
+
+
 def recognise_kv_cache(text: str, context: PlanContext) -> Recognised:
     """A "KV cache" with layers, KV heads, head dim and sequence length; without them the question is claimed."""
     if not KV_WORDS.search(text):
         return None
-    layers, head_dim, seq = first(LAYERS, text), first(HEAD_DIM, text), seq_len(text)
+    layers, head_dim, seq = first(LAYERS, text), first(HEAD_DIM, text), seq_len(text) or cached_tokens(text)
     kv_heads = first(KV_HEADS, text) or first(HEADS, text)
     if not (layers and head_dim and seq and kv_heads):
         return []  # a KV-cache question without its shapes: the LLM engine or the calc API can take it
