@@ -28,7 +28,10 @@ INJECTION = re.compile(
     | \b(repeat|print|output)\b[^.!?\n]{0,20}\b(text|words|everything|all)\s+(above|before)
     | <\s*/?\s*(system|assistant|instructions?|question)\s*>
     | \[/?INST\] | <</?SYS>>
-    | ^\W*(system|admin|developer|override|system\s+override)\s*:
+    | ^\W*(system|admin|developer|override|system\s+override)(\s+(note|message|mode|notice))?\s*:
+    | \b(begin|end|start|stop)\s+(override|system|admin|instructions?|prompt)\b
+    | \b(respond|answer|reply|speak|write|talk)\s+(in|with)\s+the\s+(voice|style|tone|manner)\s+of\b
+    | \b(talk|speak|write)\s+like\s+an?\s+(pirate|robot|villain|child|poet)\b
     | \b(answer|reply|respond|write|speak)\s+(only\s+)?in\s+(json|xml|yaml|uppercase|all\s+caps|emojis?|french|spanish
       |german|italian|portuguese|chinese|japanese|korean|russian|hindi|arabic|pirate)\b
     | \b(answer|reply|respond|start|begin)\s+(your\s+(answer|reply)\s+)?with\s+["'“]
