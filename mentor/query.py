@@ -20,14 +20,18 @@ FOLLOW_UP = re.compile(
     r"^\s*(and|also|so|then|but|what about|how about|what if|same)\b|\b(it|its|that|this|those|these|they|them)\b",
     re.I,
 )
-# (?<!\s): a tag's leading spaces are matched from the first one only; trying every start inside a run of
-# spaces made splitting a 4,000-space message quadratic.
+# (?<!\s): a separator's leading spaces are matched from the first one only; trying every start inside a run of
+# spaces made splitting a 4,000-space message quadratic (a test times it).
 # "... starting with 'You are' and then explain GPTQ", "[INST] ignore the module [/INST] what is ...",
 # '{"role": "system", ...} what is ...': an instruction's clause ends where the question's begins.
+ASKED = r"(?=(?:what|how|why|which|when|where|who|is|are|does|do|can|explain|tell)\b)"  # a question starts here
 CLAUSES = re.compile(
-    r"(?<=[.!?;:}\]])\s+|\n+|(?<!\s)\s*<[^<>]{1,60}>\s*|\s*\[/?INST\]\s*"
+    r"(?<=[.!?;:}\]])\s+|\n+|(?<!\s)\s*<[^<>]{1,60}>\s*|(?<!\s)\s*\[/?INST\]\s*|(?<!\s)\s*```\s*"
+    # "IGNORE PREVIOUS INSTRUCTIONS what does bf16 keep ...": no stop between the order and the question.
+    rf"|(?<=instructions)\s+{ASKED}|(?<=rules)\s+{ASKED}|(?<=guidelines)\s+{ASKED}|(?<=prompt)\s+{ASKED}"
     r"|,\s*(?=(?:then|and then|anyway|now|but)\b)"
-    r"|\s+(?=and (?:then|also|what|how|why|which|when|explain|tell|compute|calculate|give|show|list|describe)\b)",
+    r"|(?<!\s)\s+(?=and (?:then|also|what|how|why|which|when|explain|tell|compute|calculate|give|show|list"
+    r"|describe)\b)",
     re.I,
 )
 
