@@ -47,7 +47,6 @@ from mentor.query import ABOUT_WORDS, SOURCES_WORDS
 from mentor.retrieve import Passage
 from mentor.safety import sanitize_markdown
 from mentor.text import Unit, split_sentences, split_units
-from mentor.text.jargon import spell_out
 from mentor.text.profile import SOURCES_TITLE, ModuleProfile
 from mentor.text.units import clauses
 from mentor.tools.registry import CALCULATORS, description_of, title_of
@@ -244,11 +243,7 @@ class ExtractiveEngine:
             fresh = pool
         lacking = frozenset() if computed else frozenset(t for word in question.unknown for t in profile.words(word))
         floor = NEAREST if computed else FLOOR  # a calculation is the answer; its quote only names the rule
-        rule = None
-        if computed:
-            # What the calculators compute, in their own descriptions: the quote states that rule.
-            described = Part.of(" ".join(dict.fromkeys(description_of(call.name) for call in computed)), profile)
-            rule = (described, self._embedder.embed_query(described.text))
+        rule = self._rule([call.name for call in computed], profile) if computed else None
         selection = select(
             parts, vectors, fresh, profile, per_part=per_part, limit=limit, floor=floor, lacking=lacking, rule=rule
         )
@@ -257,6 +252,11 @@ class ExtractiveEngine:
             nearest = select(parts[:1], vectors[:1], pool, profile, per_part=1, limit=1, floor=NEAREST)
             return Selection(nearest.chosen, list(parts)), parts
         return selection, parts
+
+    def _rule(self, names: Sequence[str], profile: ModuleProfile) -> tuple[Part, np.ndarray]:
+        """What the calculators `names` compute, in their own descriptions: the rule a calculation's quote states."""
+        described = Part.of(" ".join(dict.fromkeys(description_of(name) for name in names)), profile)
+        return described, self._embedder.embed_query(described.text)
 
     def _reading_list(
         self,
@@ -296,8 +296,8 @@ class ExtractiveEngine:
     def warm(self, chunks: Sequence[Chunk]) -> None:
         """Embed the quotable units of `chunks` and their clauses now, in one batch, and each calculator's rule, so
         no learner's question waits for them."""
-        for calculator in CALCULATORS:  # the rule a calculation's quote states (`_choose`), as Part.of reads it
-            self._embedder.embed_query(spell_out(calculator.description))
+        for calculator in CALCULATORS:
+            self._rule([calculator.name], ModuleProfile())  # its vector is what a calculation asks for
         cold = [c for c in chunks if c.id not in self._units]
         units = [split_units(c.text) for c in cold]
         texts = [text for part in units for text in _texts(part)]
