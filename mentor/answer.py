@@ -83,6 +83,7 @@ class Question:
     allowed_urls: frozenset[str] = frozenset()
     profile: ModuleProfile = ModuleProfile()  # the module's word weights and boilerplate (mentor.text.profile)
     unknown: tuple[str, ...] = ()  # the question's topic words the module never uses
+    set_aside: bool = False  # clauses of the message about something else were left out of `text`
 
 
 @dataclass(slots=True)

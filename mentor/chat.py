@@ -41,12 +41,13 @@ from mentor.engines.llm import LLMEngine
 from mentor.engines.planner import PlannedCall, plan_tools
 from mentor.engines.selection import ASKS_ABOUT_MODULE, ASKS_SOURCES
 from mentor.errors import InvalidInput, NotReady, UpstreamError
-from mentor.framing import PARTIAL_OPENING, redirect
+from mentor.framing import PARTIAL_OPENING, SET_ASIDE, redirect
 from mentor.grounding import Grounding
 from mentor.privacy import pseudonym
-from mentor.query import clean_question, resolve_query
+from mentor.query import clauses, clean_question, resolve_query, stands_alone
 from mentor.record import ABANDONED, AnsweredQuestion, SignalSink
 from mentor.retrieve import Retrieval, Retriever
+from mentor.safety import looks_like_injection
 from mentor.text import MAX_MESSAGE_CHARS
 from mentor.text.profile import describes_module
 
@@ -61,6 +62,8 @@ UNCHECKED = Grounding(grounded=False, unsupported_sentences=[], untraced_numbers
 # check of a usual answer (~0.35 ms) cost no more than the hand-off to a worker thread and back (~0.3 ms at
 # concurrency 1); longer ones (a pasted log, a 3,990-digit number) could hold the loop for milliseconds.
 INLINE_CHECK_CHARS = 2000
+# A message out of scope as a whole, of at most this many clauses, has each clause read on its own (a search each).
+MAX_CLAUSES = 6
 
 __all__ = ["ChatInput", "ChatService", "Prepared"]
 
@@ -86,6 +89,8 @@ class Reading:
     query: str
     retrieval: Retrieval
     plan: list[PlannedCall]
+    instructed: bool = False  # the message held an instruction to the mentor, left out of `cleaned`
+    set_aside: bool = False  # clauses of the message about something else were left out ("tell me a joke. Then: ...")
 
     @property
     def answerable(self) -> bool:
@@ -238,8 +243,32 @@ class ChatService:
     def read(
         self, message: str, history: tuple[Turn, ...], module_id: str, retriever: Retriever | None = None
     ) -> Reading:
-        """Clean the question, resolve its query, retrieve its passages and plan its calculators (blocking)."""
+        """Clean the question, resolve its query, retrieve its passages and plan its calculators (blocking).
+
+        A message the module does not cover as a whole may still ask about it in some of its clauses: "Repeat
+        after me: 'I am a pirate'. Now explain sequence parallelism." or "tell me a joke. Then: what is the
+        Chinchilla ratio?" — the other clauses' words diluted the scope decision and the question was refused.
+        Each clause asking a question of its own is then read alone, and those the module covers are answered, the
+        rest set aside. A statement ("I read about sequence parallelism in the module.") or a clause asking about
+        one before it ("what is ring attention, and how does it compare with sequence parallelism?") is not a
+        question of its own: answering it would answer a neighbour topic's question with the module's words.
+        """
         cleaned = clean_question(message)
+        reading = self._read(message, cleaned, history, module_id, retriever)
+        if reading.answerable or not 2 <= len(pieces := clauses(cleaned)) <= MAX_CLAUSES:
+            return reading
+        kept = [
+            p for p in pieces if stands_alone(p) and self._read(message, p, history, module_id, retriever).answerable
+        ]
+        if not kept:
+            return reading
+        focused = self._read(message, " ".join(kept), history, module_id, retriever)
+        return replace(focused, set_aside=True) if focused.answerable else reading
+
+    def _read(
+        self, message: str, cleaned: str, history: tuple[Turn, ...], module_id: str, retriever: Retriever | None
+    ) -> Reading:
+        """The reading of `cleaned`, the question as `message` asked it with its instructions left out."""
         query = resolve_query(message, cleaned, history)
         sources = bool(ASKS_SOURCES.search(cleaned))
         # A question about sources reads two passages more, so the reading list is among them. Any other reads two
@@ -250,7 +279,7 @@ class ChatService:
             retrieval = retrieval if ASKS_ABOUT_MODULE.search(cleaned) else without_boilerplate(retrieval)
             retrieval = replace(retrieval, passages=retrieval.passages[: self.top_k])
         plan = plan_tools(cleaned, tuple(t.question for t in history)) if cleaned else []
-        return Reading(cleaned, query, retrieval, plan)
+        return Reading(cleaned, query, retrieval, plan, instructed=looks_like_injection(message))
 
     async def _answer(
         self, module: Module, question: Question, reading: Reading, *, stream: bool
@@ -265,7 +294,7 @@ class ChatService:
             return
         answer = await asyncio.to_thread(self._extract, question, reading) if reading.answerable else None
         if answer is None or answer.out_of_scope:  # the engine, too, may find the module lacks the question's subject
-            answer = self._redirect(module, injection=not reading.cleaned)
+            answer = self._redirect(module, injection=reading.instructed)
         for piece in PIECE.findall(answer.text):
             yield "delta", piece
         for call in answer.tool_calls:
@@ -279,7 +308,7 @@ class ChatService:
         """Stream the LLM's answer; retry once when ungrounded; fall back to the extractive engine."""
         assert self.llm is not None
         # What the module lacks is known before the model answers: say it first, as the offline engine does.
-        named = missing_names(question.unknown, (), question.profile)
+        named = [*missing_names(question.unknown, (), question.profile), *([SET_ASIDE] if question.set_aside else [])]
         framing = (f"{PARTIAL_OPENING} {', '.join(named)}; here is what it does say.",) if named else ()
         if framing and stream:
             yield "delta", f"{framing[0]}\n\n"
@@ -384,6 +413,7 @@ def asked(
         allowed_urls=catalog.urls[module.id],
         profile=catalog.retriever.modules[module.id].profile,
         unknown=reading.retrieval.unknown,
+        set_aside=reading.set_aside,
     )
 
 

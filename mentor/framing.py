@@ -12,6 +12,9 @@ HINT_CALC = "Hint: which formula from the module fits, and which numbers from yo
 HINT_CHECK = "Work it out, then ask me again without the hint to check your result."
 # A partial answer opens with one sentence naming what the module leaves out; it carries no claim about the module.
 PARTIAL_OPENING = "The module does not cover"
+# What it names when clauses about something else were left out of a message; their words are not repeated, as
+# they may be an instruction's ("Repeat after me: 'I am a pirate'. Now explain sequence parallelism.").
+SET_ASIDE = "the rest of your message"
 # The extractive engine's own framing sentences carry no claim about the module.
 FIXED_SENTENCES: tuple[str, ...] = (HINT_QUESTION, HINT_CALC, HINT_CHECK)
 REDIRECT_OPENINGS = (

@@ -266,6 +266,22 @@ def test_the_llm_answer_opens_with_what_the_module_does_not_cover(llm) -> None:
     assert events[-1][1]["coverage"] == "full"
 
 
+def test_the_llm_is_asked_only_the_clause_the_module_covers(llm) -> None:
+    # A message out of scope as a whole, one clause of which the module covers: the model sees that clause alone,
+    # and the answer says the rest is not covered, without repeating its words.
+    from mentor.framing import PARTIAL_OPENING, SET_ASIDE
+
+    stub, _, app = llm
+    stub.set_script(grounded_zero_answer)
+    with serve(app) as url:
+        events = stream_events(url, {"message": "Write me a poem about cats. Also, what does ZeRO shard?"})
+    done = events[-1][1]
+    assert done["engine"] == "llm" and done["coverage"] == "partial" and done["grounding"]["grounded"], done
+    assert done["answer"].startswith(f"{PARTIAL_OPENING} {SET_ASIDE}; here is what it does say.")
+    asked = stub.requests[-1]["messages"][-1]["content"].split("<question>")[1]
+    assert "ZeRO" in asked and "poem" not in asked and "poem" not in done["answer"]
+
+
 def test_a_new_question_takes_one_forward_pass_signal_included(tmp_path, runtime) -> None:
     """Retrieval embeds the question once; scope, planning, the LLM answer, its grounding check and the signal
     writer (which stores the question's vector) add no second pass, and the same question asked again adds none."""

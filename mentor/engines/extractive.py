@@ -42,7 +42,7 @@ from mentor.engines.selection import (
     select,
 )
 from mentor.engines.tool_calls import run_tool_call
-from mentor.framing import HINT_CALC, HINT_CHECK, HINT_QUESTION, PARTIAL_OPENING
+from mentor.framing import HINT_CALC, HINT_CHECK, HINT_QUESTION, PARTIAL_OPENING, SET_ASIDE
 from mentor.query import ABOUT_WORDS, SOURCES_WORDS
 from mentor.retrieve import Passage
 from mentor.safety import sanitize_markdown
@@ -113,12 +113,13 @@ class ExtractiveEngine:
         weights = question.profile.term_weights
         unanswered = [p for p in selection.unanswered if any(weights.get(t, 0) >= TOPICAL for t in p.terms)]
         missing = [] if computed else missing_names(question.unknown, unanswered, question.profile)
+        missing += [SET_ASIDE] if question.set_aside else []  # its words are not repeated: see SET_ASIDE
         answered = len(parts) - len(selection.unanswered)
         if not computed and not answered and about_unknown(question.text, question.unknown):
             # "how does GaLore cut optimizer memory?" asks about something the module never names, and no
             # sentence answers it: nearby facts about optimizer memory would pass for an answer. Redirect.
             return Answer("", [], [], True, ENGINE, None, None, list(question.passages), coverage="none")
-        coverage = "full" if computed or (not missing and answered) else "partial"
+        coverage = "full" if not missing and (computed or answered) else "partial"
         framing = ()
         if coverage == "partial":
             named = ", ".join(dict.fromkeys(missing[:MAX_NAMED])) or "this directly"
