@@ -19,13 +19,15 @@ INJECTION = re.compile(
     | \b(act|pretend|behave)\s+as\b[^.!?\n]{0,30}\b(unrestricted|jailbroken|dan|different|another)\b
     | \bpretend\s+(you'?re|you\s+are|to\s+be)\b | \b(unrestricted|jailbroken|jailbreak|uncensored)\b
     | \bnew\s+instructions?\b | \b(new|updated)\s+(policy|policies|directives?)\b | \bnew\s+rules?\s*:
-    | \bfrom\s+your\s+(developers?|admins?|administrators?|creators?|operators?)\b | \bfrom\s+the\s+(admins?|administrators?)\b
+    | \bfrom\s+your\s+(developers?|admins?|administrators?|creators?|operators?)\b
+    | \bfrom\s+the\s+(admins?|administrators?)\b
     | (^\W*|\b(and|then|now|just|only|first)\s+)(say|type|output|print)\s+(the\s+word\s+)?["'“‘]
     | \b(answer|reply|respond)\s+without\s+(citations|sources|references)
     | \b(answer|reply|respond|say|output|print)\s+(only|just)\s+(with\s+)?(?-i:["'A-Z])
     | \bpwned\b
-    | \b(reveal|print|show|repeat|output|leak|dump)\b[^.!?\n]{0,30}\b(your|its|the\s+system|hidden|initial|original)\s+
-      (prompt|instructions|rules|configuration|message)
+    | \b(reveal|print|show|repeat|output|leak|dump|summari[sz]e|paraphrase|translate|copy|list)\b[^.!?\n]{0,30}
+      \b(your|its|the\s+system|hidden|initial|original)\s+(prompt|instructions|rules|guidelines|configuration|message)
+    | \bwhat\s+(were|are|have)\s+you\s+(been\s+)?(told|instructed|programmed)\b
     | \b(canary|secret\s+(word|key|token))\b
     | \b(what|which)\s+(are|is|were)\s+your\s+(instructions|rules|prompt|system\s+prompt|guidelines)
     | \b(repeat|print|output)\b[^.!?\n]{0,20}\b(text|words|everything|all)\s+(above|before)

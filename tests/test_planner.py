@@ -145,6 +145,16 @@ def test_a_follow_up_reuses_the_previous_question_with_its_new_number() -> None:
     assert plan_tools("and why?", ("how long to train a 13B model on 64 GPUs?",)) == []
 
 
+def test_a_follow_up_gives_a_number_to_the_rule_the_previous_question_asked_about() -> None:
+    """ "What's the Chinchilla rule?" then "for a 20B model then?": the follow-up asks for the rule's figures, though
+    the previous question computed nothing (it was answered from the module alone)."""
+    (call,) = plan_tools("for a 20B model then?", ("what's the chinchilla rule?",))
+    assert call.name == "chinchilla_optimal" and call.arguments["params"] == "20B"
+    (call,) = plan_tools("and for a 13B model?", ("how does int4 quantization work?",))
+    assert call.name == "quantized_size" and call.arguments["params"] == "13B"
+    assert plan_tools("and why is it stable?", ("what's the chinchilla rule?",)) == []
+
+
 def _planned_calls() -> list[dict]:
     return [json.loads(line) for line in PLANNED_CALLS.read_text().splitlines() if line.strip()]
 

@@ -23,6 +23,7 @@ __all__ = ["MAX_HISTORY_CHARS", "MAX_QUESTION_CHARS", "PlannedCall", "plan_tools
 # the chat's own message limit, the history to its most recent turns, where the numbers a follow-up leans on are.
 MAX_QUESTION_CHARS = MAX_MESSAGE_CHARS
 MAX_HISTORY_CHARS = 2 * MAX_MESSAGE_CHARS
+NAMES_A_FIGURE = re.compile(r"\b(compute|flops|time|days|memory|size)\b", re.I)
 
 
 def plan_tools(question: str, history: tuple[str, ...] = ()) -> list[PlannedCall]:
@@ -34,11 +35,13 @@ def plan_tools(question: str, history: tuple[str, ...] = ()) -> list[PlannedCall
     question = _clip(question, MAX_QUESTION_CHARS)
     history = _recent(history, MAX_HISTORY_CHARS)
     plan = _plan(question, history)
-    # A follow-up may lean on the previous question when it has a number or names what to compute.
-    if not plan and history and re.search(r"\d|\b(compute|flops|time|days|memory|size)\b", question, re.I):
-        earlier = _plan(history[-1], history[:-1])
-        if earlier:
-            return _plan(f"{question} {history[-1]}", history[:-1])
+    # A follow-up may lean on the previous question: with a number, for the previous calculation or for the rule the
+    # previous question asked about ("what's the Chinchilla rule?" then "for a 20B model then?"); naming what to
+    # compute, for the previous calculation.
+    if plan or not history:
+        return plan
+    if re.search(r"\d", question) or (NAMES_A_FIGURE.search(question) and _plan(history[-1], history[:-1])):
+        return _plan(f"{question} {history[-1]}", history[:-1])
     return plan
 
 

@@ -89,7 +89,8 @@ ASKS_SOURCES = re.compile(
 # "give me the big picture", "what is this module about", "what do I need before starting"
 ASKS_ABOUT_MODULE = re.compile(
     r"\b(big picture|overview|summar\w*|about this|this (?:module|lesson|chapter)|prerequisites?|before "
-    r"(?:starting|this|i start)|audience|who is (?:it|this) for|main idea|in a nutshell)\b",
+    r"(?:starting|this(?! (?:conversation|chat|message|session))|i start)|audience|who is (?:it|this) for|main idea|"
+    r"in a nutshell)\b",
     re.I,
 )
 # "AWQ protects salient channels, but how does it find them?": a part whose subject is a pronoun asks about the
