@@ -44,7 +44,7 @@ from mentor.errors import InvalidInput, NotReady, UpstreamError
 from mentor.framing import PARTIAL_OPENING, SET_ASIDE, redirect
 from mentor.grounding import Grounding
 from mentor.privacy import pseudonym
-from mentor.query import clauses, clean_question, resolve_query, stands_alone
+from mentor.query import CONNECTIVE, clauses, clean_question, resolve_query, stands_alone
 from mentor.record import ABANDONED, AnsweredQuestion, SignalSink
 from mentor.retrieve import Retrieval, Retriever
 from mentor.safety import looks_like_injection
@@ -257,9 +257,8 @@ class ChatService:
         reading = self._read(message, cleaned, history, module_id, retriever)
         if reading.answerable or not 2 <= len(pieces := clauses(cleaned)) <= MAX_CLAUSES:
             return reading
-        kept = [
-            p for p in pieces if stands_alone(p) and self._read(message, p, history, module_id, retriever).answerable
-        ]
+        asking = [CONNECTIVE.sub("", p) for p in pieces if stands_alone(p)]
+        kept = [p for p in asking if p and self._read(message, p, history, module_id, retriever).answerable]
         if not kept:
             return reading
         focused = self._read(message, " ".join(kept), history, module_id, retriever)
