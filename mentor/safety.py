@@ -14,7 +14,11 @@ INJECTION = re.compile(
     \b(ignore|disregard|forget|override|bypass)\b[^.!?\n]{0,40}\b(instruction|instructions|rules|prompt|guidelines|above|previous)\b
     | \b(ignore|disregard|forget)\s+(the|this|your)\s+(module|context|passages|sources)\b
     | \b(system|developer|hidden|initial)\s+(prompt|message|instructions)\b
-    | \byou\s+are\s+now\b | \byour\s+new\s+(role|persona|task)\b | \bfrom\s+now\s+on\s+you\b
+    | \byou\s+are\s+(now|no\s+longer)\b | \byour\s+new\s+(role|persona|task)\b | \bfrom\s+now\s+on\s+you\b
+    | \b(debug|developer|god|sudo|admin|maintenance)\s+mode\b
+    | \bi'?\s*a?m\s+(the|your)\s+(developer|admin|creator|owner)\b
+    | \[/?(admin|system|developer|root|sudo)\] | \bunfiltered\b
+    | \byou\s+are\s+an?\s+(pirate|robot|villain|hacker|evil)\b
     | ["']role["']\s*:\s*["'](system|developer|assistant)["']
     | \b(act|pretend|behave)\s+as\b[^.!?\n]{0,30}\b(unrestricted|jailbroken|dan|different|another)\b
     | \bpretend\s+(you'?re|you\s+are|to\s+be)\b | \b(unrestricted|jailbroken|jailbreak|uncensored)\b
