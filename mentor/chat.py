@@ -277,7 +277,7 @@ class ChatService:
         if not sources:
             retrieval = retrieval if ASKS_ABOUT_MODULE.search(cleaned) else without_boilerplate(retrieval)
             retrieval = replace(retrieval, passages=retrieval.passages[: self.top_k])
-        plan = plan_tools(cleaned, tuple(t.question for t in history)) if cleaned else []
+        plan = plan_tools(cleaned, tuple(clean_question(t.question) for t in history)) if cleaned else []
         return Reading(cleaned, query, retrieval, plan, instructed=looks_like_injection(message))
 
     async def _answer(
