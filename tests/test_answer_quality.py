@@ -396,6 +396,37 @@ def test_a_calculation_quotes_the_rule_its_calculator_applies(runtime, question:
 
 
 @pytest.mark.parametrize(
+    ("question", "quoted"),
+    [
+        # Serving: the weights are what is counted, at the question's bits (the quote was "fewer bits so more fits").
+        ("does a 70B model fit for inference in 4-bit on a single 48 GB GPU?", "Weight-only int4"),
+        # Training on one GPU: the model state, the Adam rule and the 7B example leaning on it ("A large model
+        # does not fit in one GPU" was quoted; the example was left out because its sentence was judged only
+        # by the question's words).
+        ("can I train a 7B model on one 80GB GPU?", "12 bytes/param"),
+        # Training over several GPUs: the model state as ZeRO shards it.
+        ("would 8 H100s with 80 GB each be enough to train a 30B model?", "ZeRO"),
+    ],
+)
+def test_a_fit_decision_quotes_the_rule_of_what_it_counted(runtime, question: str, quoted: str) -> None:
+    answer = ask(runtime, question).answer
+    assert [c.name for c in answer.tool_calls] == ["memory_fit"], answer.text
+    assert answer.citations and quoted in " ".join(c.quote for c in answer.citations), answer.text
+
+
+def test_a_fit_decision_applies_the_rule_of_what_it_counted() -> None:
+    from mentor.tools.registry import rule_of, run_tool
+
+    serving = run_tool("memory_fit", {"params": "70B", "gpu_memory_gb": 48, "workload": "inference", "bits": 4})
+    alone = run_tool("memory_fit", {"params": "7B", "gpu_memory_gb": 80})
+    sharded = run_tool("memory_fit", {"params": "30B", "gpu_memory_gb": 80, "num_gpus": 8})
+    assert rule_of("memory_fit", serving.result) == "quantized_size"
+    assert rule_of("memory_fit", alone.result) == "training_memory"
+    assert rule_of("memory_fit", sharded.result) == "zero_memory"
+    assert rule_of("kv_cache", {}) == "kv_cache" and rule_of("no_such_tool", None) == "no_such_tool"
+
+
+@pytest.mark.parametrize(
     "question",
     [
         "what size is a 7B model stored in 8 bit?",

@@ -49,7 +49,7 @@ from mentor.safety import sanitize_markdown
 from mentor.text import Unit, split_sentences, split_units
 from mentor.text.profile import SOURCES_TITLE, ModuleProfile
 from mentor.text.units import clauses
-from mentor.tools.registry import CALCULATORS, description_of, title_of
+from mentor.tools.registry import CALCULATORS, description_of, rule_of, title_of
 
 ENGINE = "extractive"
 MAX_UNITS = {"explain": 3, "brief": 1, "hint": 1}
@@ -244,7 +244,7 @@ class ExtractiveEngine:
             fresh = pool
         lacking = frozenset() if computed else frozenset(t for word in question.unknown for t in profile.words(word))
         floor = NEAREST if computed else FLOOR  # a calculation is the answer; its quote only names the rule
-        rule = self._rule([call.name for call in computed], profile) if computed else None
+        rule = self._rule([rule_of(call.name, call.result) for call in computed], profile) if computed else None
         selection = select(
             parts, vectors, fresh, profile, per_part=per_part, limit=limit, floor=floor, lacking=lacking, rule=rule
         )

@@ -389,14 +389,16 @@ def select(
     for part, vector in zip(parts, part_vectors, strict=True):
         part_floor = max(floor, STRICT) if lacking & set(part.words) else floor
         scores = {_key(c): score(c, part, vector, profile) for c in pool}
+        leads = scores  # how a fragment's sentence is judged: as relevant as it is to the question
         if rule is not None:
-            scores = {
-                key: (value + score(by_key[key], *rule, profile)) / 2 if value >= part_floor else value
-                for key, value in scores.items()
-            }
+            stated = {key: score(by_key[key], *rule, profile) for key in scores}
+            scores = {key: (value + stated[key]) / 2 if value >= part_floor else value for key, value in scores.items()}
+            # ... or as the rule it states: "For a 7B model, that alone is: 84 GB" is quoted with the sentence it
+            # leans on, "Adam keeps ... about 12 bytes/param", under "can I train a 7B model on one 80GB GPU?".
+            leads = {key: max(value, stated[key]) for key, value in scores.items()}
         ranked = sorted(((scores[key], by_key[key]) for key in scores), key=lambda item: -item[0])
 
-        ranked = [(value, c) for value, c in ranked if _quotable(c, by_key, scores, part_floor)]
+        ranked = [(value, c) for value, c in ranked if _quotable(c, by_key, leads, part_floor)]
         if not ranked or ranked[0][0] < part_floor:
             unanswered.append(part)
             continue

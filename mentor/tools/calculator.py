@@ -36,7 +36,8 @@ class Calculator:
     """A calculator: its name, description (the function's docstring), argument model and function.
 
     `title` heads its result in an answer; `recognise` reads a learner's question for it (None: only the LLM
-    and the calc API call it).
+    and the calc API call it); `applies` names, from a run's result, the calculator whose rule that run applied
+    (None: its own): a fit decision for serving counts a quantized size.
     """
 
     name: str
@@ -45,16 +46,26 @@ class Calculator:
     function: Callable[[Any], ToolResult]
     title: str
     recognise: Recogniser | None = None
+    applies: Callable[[Mapping[str, Any]], str] | None = None
 
     @classmethod
     def from_function(
-        cls, function: Callable[[Any], ToolResult], *, title: str, recognise: Recogniser | None = None
+        cls,
+        function: Callable[[Any], ToolResult],
+        *,
+        title: str,
+        recognise: Recogniser | None = None,
+        applies: Callable[[Mapping[str, Any]], str] | None = None,
     ) -> Calculator:
         """Describe a calculator `def name(args: SomeArgs) -> ToolResult` with a docstring."""
         args_model = get_type_hints(function)["args"]
         # Tool descriptions are one paragraph; the docstring's line breaks are only source layout.
         description = " ".join((inspect.getdoc(function) or "").split())
-        return cls(function.__name__, description, args_model, function, title, recognise)
+        return cls(function.__name__, description, args_model, function, title, recognise, applies)
+
+    def rule_of(self, result: Mapping[str, Any]) -> str:
+        """The calculator whose rule the run that gave `result` applied."""
+        return self.applies(result) if self.applies is not None else self.name
 
     @cached_property
     def openai_schema(self) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -460,4 +461,12 @@ def recognise_memory_fit(text: str, context: PlanContext) -> Recognised:
     return PlannedCall("memory_fit", arguments, assumed)
 
 
-MEMORY_FIT = Calculator.from_function(memory_fit, title="Memory fit", recognise=recognise_memory_fit)
+def counted(result: Mapping[str, Any]) -> str:
+    """The calculator counting what a fit decision compared: the weights when serving, the model state when
+    training, sharded by ZeRO over several GPUs."""
+    if result.get("workload") == "inference":
+        return "quantized_size"
+    return "zero_memory" if result.get("zero_stage") else "training_memory"
+
+
+MEMORY_FIT = Calculator.from_function(memory_fit, title="Memory fit", recognise=recognise_memory_fit, applies=counted)

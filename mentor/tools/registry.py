@@ -87,6 +87,13 @@ def description_of(name: str) -> str:
     return calculator.description if calculator else ""
 
 
+def rule_of(name: str, result: Mapping[str, Any] | None) -> str:
+    """The calculator whose rule a run of calculator `name` applied, read from its result: its own, or for a fit
+    decision the memory it counted (a quantized size when serving, training memory when training)."""
+    calculator = REGISTRY.get(name)
+    return calculator.rule_of(result or {}) if calculator else name
+
+
 def explain_json_error(error: BaseException | None) -> str:
     """Why JSON text could not be decoded, in plain words (for `--args`, tool calls and HTTP bodies)."""
     if isinstance(error, json.JSONDecodeError):
