@@ -11,7 +11,7 @@ import pytest
 
 from mentor.record import NO_SINK
 
-from .chat_helpers import serve, stream_events
+from .chat_helpers import elapsed_s, serve, stream_events
 from .conftest import CORPUS, MODULE_ID, ROOT, make_settings
 
 CASES = [json.loads(line) for line in (ROOT / "tests/data/chat_questions.jsonl").read_text().splitlines()]
@@ -379,9 +379,7 @@ def test_telling_instructions_from_a_question_is_linear_in_its_length(unit: str)
         requests,
         clean_question,
     ):
-        started = time.perf_counter()
-        call(message)
-        elapsed = time.perf_counter() - started
+        elapsed = elapsed_s(call, message)  # the best of three: a busy machine stalls once, a quadratic one always
         assert elapsed < 0.04, f"{getattr(call, '__name__', call)} took {elapsed * 1000:.0f} ms on {unit!r} x 4000"
 
 
@@ -494,7 +492,6 @@ def test_healthz_answers_promptly_while_heavy_questions_are_in_flight(runtime) -
     and the worker threads contend for the GIL.
     """
     import asyncio
-    import time
 
     import httpx
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,8 @@ from mentor.engines import planner
 from mentor.engines.planner import MAX_HISTORY_CHARS, plan_tools
 from mentor.tools import REGISTRY, wording
 from mentor.tools.registry import PLANNING_ORDER
+
+from .chat_helpers import elapsed_s
 
 # Runs of one unit repeated to the chat's message limit: the shapes that made number patterns backtrack, and
 # the words fit wording repeats ("will ... run", "four of them", "and ...").
@@ -27,12 +28,6 @@ PATTERNS = {
     if isinstance(value, re.Pattern) and (module is wording or value not in vars(wording).values())
 }
 PLANNED_CALLS = Path(__file__).parent / "data" / "planned_calls.jsonl"
-
-
-def elapsed_s(call, *args) -> float:
-    started = time.perf_counter()
-    call(*args)
-    return time.perf_counter() - started
 
 
 @pytest.mark.parametrize("name", sorted(PATTERNS))
