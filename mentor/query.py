@@ -27,7 +27,7 @@ FOLLOW_UP = re.compile(
 ASKED = r"(?=(?:what|how|why|which|when|where|who|is|are|does|do|can|explain|tell)\b)"  # a question starts here
 CLAUSES = re.compile(
     r"(?<=[.!?;:}\]])\s+|\n+|(?<!\s)\s*<[^<>]{1,60}>\s*|(?<!\s)\s*\[/?INST\]\s*|(?<!\s)\s*```\s*"
-    r"|(?<![\s#=*_-])\s*(?:#{2,}|-{3,}|={3,}|\*{3,}|_{3,})\s*"  # "### new instructions ### what is ...", "---"
+    r"|(?<![\s#=*_<>-])\s*(?:#{2,}|-{3,}|={3,}|\*{3,}|_{3,}|>{3,}|<{3,})\s*"  # "### new rule ### what is ...", "---"
     # "IGNORE PREVIOUS INSTRUCTIONS what does bf16 keep ...": no stop between the order and the question.
     rf"|(?<=instructions)\s+{ASKED}|(?<=rules)\s+{ASKED}|(?<=guidelines)\s+{ASKED}|(?<=prompt)\s+{ASKED}"
     r"|,\s*(?=(?:then|and then|anyway|now|but)\b)"
@@ -46,7 +46,7 @@ DIRECTS = re.compile(
     r"(?:answer|reply|respond|say|write|print|output|act|behave|speak|talk|insult|use|be|obey|comply)\b",
     re.I,
 )
-REQUESTS = re.compile(r",\s*|(?<!\s)\s*\(\s*|(?<!\s)\s+(?=(?:and|but|then|after that|so|now|instead)\b)", re.I)
+REQUESTS = re.compile(r",\s*|(?<!\s)\s*\(\s*|(?<!\s)\s+(?=(?:and|but|then|after that|so|now|instead|while)\b)", re.I)
 
 
 # A clause answered on its own (`ChatService.read`) asks something, and not about a clause before it: "I read about

@@ -11,7 +11,9 @@ import re
 
 INJECTION = re.compile(
     r"""(?ix)
-    \b(ignore|disregard|forget|override|bypass)\b[^.!?\n]{0,40}\b(instruction|instructions|rules|prompt|guidelines|above|previous)\b
+    \b(ignore|disregard|forget|override|bypass)\b[^.!?\n]{0,40}\b(instructions?|rules|prompt|guidelines|above|previous
+      |directions|directives|safety|filters?|guardrails|restrictions)\b
+    | \b(don'?t|do\s+not|never)\s+(cite|quote)\b
     | \b(ignore|disregard|forget)\s+(the|this|your)\s+(module|context|passages|sources)\b
     | \b(system|developer|hidden|initial)\s+(prompt|message|instructions)\b
     | \byou\s+are\s+(now|no\s+longer)\b | \byour\s+new\s+(role|persona|task)\b | \bfrom\s+now\s+on\s+you\b

@@ -88,7 +88,10 @@ ASKS_SOURCES = re.compile(
 )
 # "give me the big picture", "what is this module about", "what do I need before starting"
 ASKS_ABOUT_MODULE = re.compile(
-    r"\b(big picture|overview|summar\w*|about this|this (?:module|lesson|chapter)|prerequisites?|before "
+    # "summarize Chinchilla's finding" asks about a topic, "give me a summary (of the module)" about the module.
+    r"\b(big picture|overview|summar\w*(?=(?:\s+(?:pls|please|plz))?\W*$|\s+(?:of\s+)?(?:(?:the|this)\s+)?"
+    r"(?:module|lesson|chapter|whole|track|course|everything|all|it|this)\b)|about this"
+    r"|this (?:module|lesson|chapter)|prerequisites?|before "
     r"(?:starting|this(?! (?:conversation|chat|message|session))|i start)|audience|who is (?:it|this) for|main idea|"
     r"in a nutshell)\b",
     re.I,
