@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from mentor.answer import Turn
-from mentor.engines.selection import ASKS_ABOUT_MODULE, ASKS_SOURCES
+from mentor.engines.selection import ASKS_ABOUT_MODULE, ASKS_OF_BEFORE, ASKS_SOURCES
 from mentor.privacy import without_personal_details
 from mentor.retrieve import MAX_QUERY_CHARS
 from mentor.safety import INJECTION, looks_like_injection
@@ -56,11 +56,6 @@ ASKS = re.compile(
     r"|tl;?dr|eli5|summari[sz]e|recap)\b",
     re.I,
 )
-LEANS_ON_BEFORE = re.compile(
-    r"^\W*(?:(?:and|but|so|also|then)\s+)?(?:(?:how|why|what|when|where|which)\s+)?"
-    r"(?:does|do|did|is|are|was|were|can|could|would|will|should)\s+(?:it|they|this|these|those|that)\b",
-    re.I,
-)
 
 
 WORDY = re.compile(r"\w")  # a piece of rules and marks ("---", "!!!") is no clause
@@ -78,7 +73,7 @@ CONNECTIVE = re.compile(r"^\W*(?:(?:and|also|then|now|but|so|ok|okay|anyway|firs
 
 def stands_alone(clause: str) -> bool:
     """True for a clause that asks a question of its own."""
-    return bool(ASKS.search(clause)) and not LEANS_ON_BEFORE.match(clause)
+    return bool(ASKS.search(clause)) and not ASKS_OF_BEFORE.match(clause)
 
 
 def clauses(text: str, separators: re.Pattern[str] = CLAUSES) -> list[str]:

@@ -364,6 +364,7 @@ def test_a_calculation_behind_a_role_play_is_computed(client) -> None:
 def test_telling_instructions_from_a_question_is_linear_in_its_length(unit: str) -> None:
     # A separator that may start at any space of a run retried every suffix of it: a 4,000-space message took
     # 150-300 ms to split (once "and then", [INST] and ``` separated clauses), 1 ms when each starts at its run.
+    from mentor.engines.selection import ASKS_OF_BEFORE
     from mentor.query import (
         ASKS,
         CLAUSES,
@@ -371,7 +372,6 @@ def test_telling_instructions_from_a_question_is_linear_in_its_length(unit: str)
         DIRECTS,
         FILLER,
         FOLLOW_UP,
-        LEANS_ON_BEFORE,
         REQUESTS,
         clean_question,
         requests,
@@ -383,7 +383,7 @@ def test_telling_instructions_from_a_question_is_linear_in_its_length(unit: str)
         CLAUSES.split,
         REQUESTS.split,
         ASKS.search,
-        LEANS_ON_BEFORE.match,
+        ASKS_OF_BEFORE.match,
         FOLLOW_UP.search,
         INJECTION.search,
         CONNECTIVE.match,

@@ -98,10 +98,11 @@ ASKS_ABOUT_MODULE = re.compile(
 )
 # "AWQ protects salient channels, but how does it find them?": a part whose subject is a pronoun asks about the
 # part before it (alone, "find them from activation statistics" reads as the activation-outlier sentence). One
-# that compares ("..., and how is it different from pipeline parallel?") names a subject of its own.
+# that compares ("..., and how is it different from pipeline parallel?") names a subject of its own. Nor is such a
+# clause a question of its own when a message is read clause by clause (`mentor.query.stands_alone`).
 ASKS_OF_BEFORE = re.compile(
-    r"^\W*(?:(?:and|but|so)\s+)?(?:how|why|what|when|where|which)\s+(?:does|do|did|is|are|can|could|would|will)\s+"
-    r"(?:it|they|this|these|those)\b",
+    r"^\W*(?:(?:and|but|so|also|then)\s+)?(?:(?:how|why|what|when|where|which)\s+)?"
+    r"(?:does|do|did|is|are|was|were|can|could|would|will|should)\s+(?:it|they|this|these|those|that)\b",
     re.I,
 )
 COMPARES = re.compile(r"\b(?:differ\w*|compar\w*|versus|vs)\b", re.I)
