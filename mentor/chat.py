@@ -90,7 +90,7 @@ class Reading:
     retrieval: Retrieval
     plan: list[PlannedCall]
     instructed: bool = False  # the message held an instruction to the mentor, left out of `cleaned`
-    set_aside: bool = False  # clauses of the message about something else were left out ("tell me a joke. Then: ...")
+    set_aside: bool = False  # a question of the message about something else was left out ("who won ...? And ...")
 
     @property
     def answerable(self) -> bool:
@@ -262,7 +262,9 @@ class ChatService:
         if not kept:
             return reading
         focused = self._read(message, " ".join(kept), history, module_id, retriever)
-        return replace(focused, set_aside=True) if focused.answerable else reading
+        # Only a question left out is said to be: chatter beside the question ("... I think I get it but want to be
+        # sure.", "Repeat after me: ...") is not something the module fails to cover.
+        return replace(focused, set_aside=len(kept) < len(asking)) if focused.answerable else reading
 
     def _read(
         self, message: str, cleaned: str, history: tuple[Turn, ...], module_id: str, retriever: Retriever | None

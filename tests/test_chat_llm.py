@@ -274,12 +274,12 @@ def test_the_llm_is_asked_only_the_clause_the_module_covers(llm) -> None:
     stub, _, app = llm
     stub.set_script(grounded_zero_answer)
     with serve(app) as url:
-        events = stream_events(url, {"message": "Write me a poem about cats. Also, what does ZeRO shard?"})
+        events = stream_events(url, {"message": "Who won the 2018 World Cup? Also, what does ZeRO shard?"})
     done = events[-1][1]
     assert done["engine"] == "llm" and done["coverage"] == "partial" and done["grounding"]["grounded"], done
     assert done["answer"].startswith(f"{PARTIAL_OPENING} {SET_ASIDE}; here is what it does say.")
     asked = stub.requests[-1]["messages"][-1]["content"].split("<question>")[1]
-    assert "ZeRO" in asked and "poem" not in asked and "poem" not in done["answer"]
+    assert "ZeRO" in asked and "World Cup" not in asked and "World Cup" not in done["answer"]
 
 
 def test_a_new_question_takes_one_forward_pass_signal_included(tmp_path, runtime) -> None:

@@ -88,7 +88,9 @@ ASKING_WORDS = """actually advice anyone attempt attempted basically bother case
         asked card cards box paper papers author authors wrote written write read reading book books source
         sources cite cited citation citations diff sorry call email mail phone ssn git clone http https url btw
         cheers regards pls plz solve solves solved solving address addresses addressed purpose help helps deal buy
-        buys wat wut thx abt lol lmao idk tbh imo summarize summarise recap tldr eli5"""
+        buys wat wut thx abt lol lmao idk tbh imo summarize summarise recap tldr eli5 mentor ty tysm exam exams
+        tomorrow today tonight think thought dumb stupid silly hour hours minute minutes week understand understood
+        understanding study studying homework assignment class"""
 # Stemmed like a question's words, stop words included: "needed" stems to "need", a stop word only as written.
 ASKING = frozenset(tokenize(ASKING_WORDS)) | frozenset(_stemmer.stemWords(ASKING_WORDS.split()))
 
