@@ -41,10 +41,10 @@ from mentor.engines.llm import LLMEngine
 from mentor.engines.planner import PlannedCall, plan_tools
 from mentor.engines.selection import ASKS_ABOUT_MODULE, ASKS_SOURCES
 from mentor.errors import InvalidInput, NotReady, UpstreamError
-from mentor.framing import PARTIAL_OPENING, SET_ASIDE, redirect
+from mentor.framing import PARTIAL_OPENING, redirect
 from mentor.grounding import Grounding
 from mentor.privacy import pseudonym
-from mentor.query import CONNECTIVE, clauses, clean_question, resolve_query, stands_alone
+from mentor.query import CONNECTIVE, clean_question, earlier_questions, message_clauses, resolve_query, stands_alone
 from mentor.record import ABANDONED, AnsweredQuestion, SignalSink
 from mentor.retrieve import Retrieval, Retriever
 from mentor.safety import looks_like_injection
@@ -254,23 +254,26 @@ class ChatService:
         question of its own: answering it would answer a neighbour topic's question with the module's words.
         """
         cleaned = clean_question(message)
-        reading = self._read(message, cleaned, history, module_id, retriever)
-        if reading.answerable or not 2 <= len(pieces := clauses(cleaned)) <= MAX_CLAUSES:
-            return reading
+        earlier = earlier_questions(history)
+        instructed = looks_like_injection(message)
+        reading = self._read(message, cleaned, earlier, module_id, retriever)
+        if reading.answerable or not 2 <= len(pieces := message_clauses(cleaned)) <= MAX_CLAUSES:
+            return replace(reading, instructed=instructed)
         asking = [CONNECTIVE.sub("", p) for p in pieces if stands_alone(p)]
-        kept = [p for p in asking if p and self._read(message, p, history, module_id, retriever).answerable]
-        if not kept:
-            return reading
-        focused = self._read(message, " ".join(kept), history, module_id, retriever)
+        kept = [p for p in asking if p and self._read(message, p, earlier, module_id, retriever).answerable]
+        focused = self._read(message, " ".join(kept), earlier, module_id, retriever) if kept else reading
+        if not focused.answerable:
+            return replace(reading, instructed=instructed)
         # Only a question left out is said to be: chatter beside the question ("... I think I get it but want to be
         # sure.", "Repeat after me: ...") is not something the module fails to cover.
-        return replace(focused, set_aside=len(kept) < len(asking)) if focused.answerable else reading
+        return replace(focused, instructed=instructed, set_aside=len(kept) < len(asking))
 
     def _read(
-        self, message: str, cleaned: str, history: tuple[Turn, ...], module_id: str, retriever: Retriever | None
+        self, message: str, cleaned: str, earlier: tuple[str, ...], module_id: str, retriever: Retriever | None
     ) -> Reading:
-        """The reading of `cleaned`, the question as `message` asked it with its instructions left out."""
-        query = resolve_query(message, cleaned, history)
+        """The reading of `cleaned`, the question as `message` asked it with its instructions left out, after the
+        `earlier` questions of its conversation (cleaned the same way)."""
+        query = resolve_query(message, cleaned, earlier[-1] if earlier else "")
         sources = bool(ASKS_SOURCES.search(cleaned))
         # A question about sources reads two passages more, so the reading list is among them. Any other reads two
         # more and leaves out the module's opening and reading list, unless it asks about the module: they share
@@ -279,8 +282,8 @@ class ChatService:
         if not sources:
             retrieval = retrieval if ASKS_ABOUT_MODULE.search(cleaned) else without_boilerplate(retrieval)
             retrieval = replace(retrieval, passages=retrieval.passages[: self.top_k])
-        plan = plan_tools(cleaned, tuple(clean_question(t.question) for t in history)) if cleaned else []
-        return Reading(cleaned, query, retrieval, plan, instructed=looks_like_injection(message))
+        plan = plan_tools(cleaned, earlier) if cleaned else []
+        return Reading(cleaned, query, retrieval, plan)
 
     async def _answer(
         self, module: Module, question: Question, reading: Reading, *, stream: bool
@@ -309,7 +312,7 @@ class ChatService:
         """Stream the LLM's answer; retry once when ungrounded; fall back to the extractive engine."""
         assert self.llm is not None
         # What the module lacks is known before the model answers: say it first, as the offline engine does.
-        named = [*missing_names(question.unknown, (), question.profile), *([SET_ASIDE] if question.set_aside else [])]
+        named = missing_names(question)
         framing = (f"{PARTIAL_OPENING} {', '.join(named)}; here is what it does say.",) if named else ()
         if framing and stream:
             yield "delta", f"{framing[0]}\n\n"

@@ -226,7 +226,7 @@ async def measure(spec: StageSpec) -> dict:
         module = catalog.module(next(iter(catalog.modules)))
         with clock.stage("read"):
             cleaned = clean_question(message)
-            query = resolve_query(message, cleaned, ())
+            query = resolve_query(message, cleaned)
         depth = chat.top_k + 2 if ASKS_SOURCES.search(cleaned) else chat.top_k
         with clock.stage("fusion"):  # what the wrapped calls inside leave of Retriever.search
             retrieval = retriever.search(query, module.id, depth)

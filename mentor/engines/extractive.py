@@ -112,8 +112,7 @@ class ExtractiveEngine:
         # question the module leaves unanswered.
         weights = question.profile.term_weights
         unanswered = [p for p in selection.unanswered if any(weights.get(t, 0) >= TOPICAL for t in p.terms)]
-        missing = [] if computed else missing_names(question.unknown, unanswered, question.profile)
-        missing += [SET_ASIDE] if question.set_aside else []  # its words are not repeated: see SET_ASIDE
+        missing = missing_names(question, unanswered, words=not computed)
         answered = len(parts) - len(selection.unanswered)
         if not computed and not answered and about_unknown(question.text, question.unknown):
             # "how does GaLore cut optimizer memory?" asks about something the module never names, and no
@@ -363,12 +362,17 @@ def named_section(parts: Sequence[Part], pool: Sequence[Candidate], profile: Mod
     return [c for c in named if c.passage.rank == first]
 
 
-def missing_names(unknown: Sequence[str], unanswered: Sequence[Part], profile: ModuleProfile) -> list[str]:
+def missing_names(question: Question, unanswered: Sequence[Part] = (), *, words: bool = True) -> list[str]:
     """What the partial-coverage sentence names: the words the module never uses, then each unanswered part
-    that holds none of them (a part is named by its own words, "“fp8”", not the whole question)."""
-    names = [f"“{word}”" for word in unknown]
-    lacking = {term for word in unknown for term in profile.words(word)}
-    names += [f"“{part.name}”" for part in unanswered if not lacking & set(part.terms)]
+    that holds none of them (a part is named by its own words, "“fp8”", not the whole question), unless the
+    answer is a calculation (`words` false); and "the rest of your message" when a question beside this one was
+    left out (`SET_ASIDE`: its words are not repeated)."""
+    names: list[str] = []
+    if words:
+        names = [f"“{word}”" for word in question.unknown]
+        lacking = {term for word in question.unknown for term in question.profile.words(word)}
+        names += [f"“{part.name}”" for part in unanswered if not lacking & set(part.terms)]
+    names += [SET_ASIDE] if question.set_aside else []
     return list(dict.fromkeys(names))
 
 
