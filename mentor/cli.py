@@ -45,7 +45,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # owner (mentor.answer.STYLES, mentor.evaluate.golden.SPLITS, mentor.evaluate.export.EXPORT_FORMATS,
 # mentor.signals.exports.FORMATS).
 STYLES = ("explain", "hint", "brief")
-SPLITS = ("dev", "heldout", "all")
+SPLITS = ("dev", "heldout", "fresh", "all")
 EVAL_FORMATS = ("ragas", "ragas-multiturn", "deepeval")
 SIGNAL_FORMATS = ("csv", "jsonl", "xapi")
 BUCKETS = ("day", "week")

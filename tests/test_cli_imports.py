@@ -106,7 +106,7 @@ def test_bad_options_fail_at_once_with_exit_2_and_a_plain_message(tmp_path) -> N
     cases = [
         (("ask", "hi", "--style", "bogus"), "Invalid value for '--style': 'bogus' is not one of explain, hint, brief"),
         (("ask", "hi", "--stile", "hint"), "No such option: --stile"),
-        (("eval", "--split", "test"), "'test' is not one of dev, heldout, all"),
+        (("eval", "--split", "test"), "'test' is not one of dev, heldout, fresh, all"),
         (("eval", "export", "--format", "csv"), "'csv' is not one of ragas, ragas-multiturn, deepeval"),
         (("signals", "export", "--format", "pdf"), "'pdf' is not one of csv, jsonl, xapi"),
         (("signals", "summary", "--bucket", "year"), "'year' is not one of day, week"),

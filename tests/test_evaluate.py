@@ -126,7 +126,7 @@ def test_load_golden_needs_its_header_and_a_known_split(tmp_path: Path) -> None:
     path.write_text('{"id": "a"}\n')
     with pytest.raises(InvalidInput, match="line 1: must be the header"):
         load_golden(path)
-    with pytest.raises(InvalidInput, match="split: must be dev, heldout or all"):
+    with pytest.raises(InvalidInput, match="split: must be dev, heldout, fresh or all"):
         load_golden(GOLDEN, "test")
 
 

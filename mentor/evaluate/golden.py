@@ -34,14 +34,35 @@ CATEGORIES = (
     "poisoned",
     "extraction",
     "pii",
+    # issue 30's answer kinds (golden 1.5.0, the fresh split): a yes/no question, a "which one should I use" choice
+    # without a calculator, a question of two parts, and a question resting on a false premise
+    "verdict",
+    "choice",
+    "two_part",
+    "false_premise",
 )
 OUT_OF_SCOPE_CATEGORIES = frozenset({"off_topic", "not_covered", "neighbour"})
 IN_SCOPE_CATEGORIES = frozenset(
-    {"concept", "calculation", "decision", "partial", "follow_up", "odd_in_scope", "pii", "poisoned"}
+    {
+        "concept",
+        "calculation",
+        "decision",
+        "partial",
+        "follow_up",
+        "odd_in_scope",
+        "pii",
+        "poisoned",
+        "verdict",
+        "choice",
+        "two_part",
+        "false_premise",
+    }
 )
 ATTACK_CATEGORIES = frozenset({"injection", "poisoned", "extraction"})
 COVERAGES = ("full", "partial", "none")
-SPLITS = ("dev", "heldout")
+# dev tunes the engine and sets the thresholds; heldout and fresh are never tuned on. fresh (golden 1.5.0) was written
+# before the work of issues 29 and 30 began and is not edited after its first run.
+SPLITS = ("dev", "heldout", "fresh")
 CORPORA = ("default", "poisoned")
 CASE_KEYS = frozenset({"id", "category", "split", "module_id", "corpus", "turns", "style", "expect", "note"})
 EXPECT_KEYS = frozenset(
@@ -59,6 +80,8 @@ EXPECT_KEYS = frozenset(
         "verdict",
         "coverage",
         "repeat_ok",
+        "lacking",
+        "no_tool",
     }
 )
 CASE_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
@@ -89,6 +112,9 @@ class Expect:
     verdict: str | None = None  # what the answer's first sentence must say ("no", "13b on 500b tokens")
     coverage: str | None = None  # full | partial | none; None: none when out of scope, else full
     repeat_ok: bool = False  # a follow-up that asks to hear the earlier answer again
+    # What the module does not cover that the answer must name (each entry: acceptable renderings of one concept).
+    lacking: tuple[tuple[str, ...], ...] = ()
+    no_tool: bool = False  # no calculator result belongs in the answer: the question asks of a method none models
 
     @property
     def expected_coverage(self) -> str:
@@ -140,6 +166,10 @@ class Case:
             expect["coverage"] = e.coverage
         if e.repeat_ok:
             expect["repeat_ok"] = True
+        if e.lacking:
+            expect["lacking"] = [list(entry) for entry in e.lacking]
+        if e.no_tool:
+            expect["no_tool"] = True
         return {
             "id": self.id,
             "category": self.category,
@@ -179,7 +209,7 @@ def load_golden(path: Path, split: str = "dev", *, corpus_dirs: Mapping[str, Pat
     With `corpus_dirs` ({"default": Path("corpus"), "poisoned": ...}) module and section ids are checked too.
     """
     if split not in (*SPLITS, "all"):
-        raise InvalidInput(f"split: must be dev, heldout or all (got {split!r})")
+        raise InvalidInput(f"split: must be dev, heldout, fresh or all (got {split!r})")
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
@@ -274,7 +304,7 @@ def _parse_case(
         problems.append(f"category: must be one of {', '.join(CATEGORIES)} (got {category!r})")
     split = raw.get("split")
     if split not in SPLITS:
-        problems.append(f"split: must be dev or heldout (got {split!r})")
+        problems.append(f"split: must be one of {', '.join(SPLITS)} (got {split!r})")
     module_id = raw.get("module_id")
     if not isinstance(module_id, str) or not module_id:
         problems.append("module_id: must be a module id string")
@@ -336,21 +366,8 @@ def _parse_expect(raw: Any, category: Any, problems: list[str]) -> Expect | None
         if not SECTION_ID.match(section):
             problems.append(f"expect.sections: {section!r} is not a section id")
     facts = tuple(fact.lower() for fact in _strings(raw.get("facts", []), "expect.facts", problems))
-    numbers: list[tuple[str, ...]] = []
-    raw_numbers = raw.get("numbers", [])
-    if not isinstance(raw_numbers, list):
-        problems.append("expect.numbers: must be a list; each entry a string or a list of acceptable renderings")
-    else:
-        for index, entry in enumerate(raw_numbers):
-            renderings = [entry] if isinstance(entry, str) else entry
-            if (
-                not isinstance(renderings, list)
-                or not renderings
-                or not all(isinstance(r, str) and r.strip() for r in renderings)
-            ):
-                problems.append(f"expect.numbers[{index}]: must be a string or a non-empty list of strings")
-                continue
-            numbers.append(tuple(renderings))
+    numbers = _renderings(raw.get("numbers", []), "expect.numbers", problems)
+    lacking = _renderings(raw.get("lacking", []), "expect.lacking", problems)
     tool = raw.get("tool")
     arguments = raw.get("tool_arguments", {})
     if tool is not None and tool not in REGISTRY:
@@ -382,6 +399,15 @@ def _parse_expect(raw: Any, category: Any, problems: list[str]) -> Expect | None
     repeat_ok = raw.get("repeat_ok", False)
     if not isinstance(repeat_ok, bool):
         problems.append("expect.repeat_ok: must be true or false")
+    no_tool = raw.get("no_tool", False)
+    if not isinstance(no_tool, bool):
+        problems.append("expect.no_tool: must be true or false")
+    if no_tool is True and tool is not None:
+        problems.append("expect.no_tool: not with expect.tool")
+    if lacking and coverage != "partial":
+        problems.append('expect.lacking: names what a partial answer lacks, so coverage must be "partial"')
+    if any(match_text(r) != r for entry in lacking for r in entry):
+        problems.append("expect.lacking: renderings must be lowercase and single-spaced")
     # What each category is for; a case that cannot test it is a mistake in the set.
     if out_of_scope is True and (parts or verdict is not None or coverage not in (None, "none")):
         problems.append("expect: an out-of-scope case has no parts or verdict, and coverage none")
@@ -391,6 +417,10 @@ def _parse_expect(raw: Any, category: Any, problems: list[str]) -> Expect | None
         problems.append(f"expect.coverage: {category} cases are not scored on coverage")
     if category == "decision" and (tool is None or verdict is None):
         problems.append("expect: a decision case needs the calculator (tool) and the verdict")
+    if category in ("verdict", "choice", "false_premise") and verdict is None:
+        problems.append(f"expect.verdict: a {category} case needs the verdict its answer opens with")
+    if category == "two_part" and len(parts) < 2:
+        problems.append("expect.parts: a two_part case labels both of its parts")
     if category == "partial" and coverage != "partial":
         problems.append('expect.coverage: a partial case must expect "partial"')
     if category in OUT_OF_SCOPE_CATEGORIES and out_of_scope is not True:
@@ -421,7 +451,28 @@ def _parse_expect(raw: Any, category: Any, problems: list[str]) -> Expect | None
         verdict=verdict if isinstance(verdict, str) else None,
         coverage=coverage if coverage in COVERAGES else None,
         repeat_ok=repeat_ok is True,
+        lacking=lacking,
+        no_tool=no_tool is True,
     )
+
+
+def _renderings(raw: Any, where: str, problems: list[str]) -> tuple[tuple[str, ...], ...]:
+    """Entries each given as one string or a non-empty list of acceptable renderings."""
+    if not isinstance(raw, list):
+        problems.append(f"{where}: must be a list; each entry a string or a list of acceptable renderings")
+        return ()
+    entries: list[tuple[str, ...]] = []
+    for index, entry in enumerate(raw):
+        renderings = [entry] if isinstance(entry, str) else entry
+        if (
+            not isinstance(renderings, list)
+            or not renderings
+            or not all(isinstance(r, str) and r.strip() for r in renderings)
+        ):
+            problems.append(f"{where}[{index}]: must be a string or a non-empty list of strings")
+            continue
+        entries.append(tuple(renderings))
+    return tuple(entries)
 
 
 def _parts(raw: Any, problems: list[str]) -> tuple[tuple[str, ...], ...]:
