@@ -48,13 +48,22 @@ METRICS = (
     "coverage_accuracy",
     "neighbour_leakage",
     "follow_up_novelty",
+    "lacking_named",
+    "calculator_misuse_rate",
     "latency_p50_ms",
     "latency_p95_ms",
     "case_pass_rate",
 )
 # Lower is better for these; every other metric is better higher.
 LOWER_IS_BETTER = frozenset(
-    {"over_refusal_rate", "pii_leak_rate", "neighbour_leakage", "latency_p50_ms", "latency_p95_ms"}
+    {
+        "over_refusal_rate",
+        "pii_leak_rate",
+        "neighbour_leakage",
+        "calculator_misuse_rate",
+        "latency_p50_ms",
+        "latency_p95_ms",
+    }
 )
 # The checks a case must pass (when they apply to it) to count as passed.
 PASS_CHECKS = (
@@ -73,7 +82,14 @@ PASS_CHECKS = (
 )
 # Answer-quality checks (issue 15). Reported as metrics and listed per case, but kept out of PASS_CHECKS so that
 # case_pass_rate stays comparable with reports made before they existed.
-QUALITY_CHECKS = ("answer_complete", "verdict_given", "coverage_correct", "follow_up_novel")
+QUALITY_CHECKS = (
+    "answer_complete",
+    "verdict_given",
+    "coverage_correct",
+    "follow_up_novel",
+    "lacking_named",
+    "no_tool_respected",
+)
 LABEL = re.compile(r"^\*\*[^*\n]{1,60}:\*\*\s*")  # "**ZeRO memory per GPU:** ..." labels a tool statement
 FRAMING = frozenset(" ".join(s.lower().split()) for s in (*FIXED_SENTENCES, *REDIRECT_OPENINGS))
 MIN_CLAIM_TOKENS = 3
@@ -307,6 +323,8 @@ def _quality(result: CaseResult, answered: bool) -> dict[str, Any]:
         "neighbour_leaked": None,
         "repeated_units": None,
         "follow_up_novel": None,
+        "lacking_named": None,
+        "no_tool_respected": None,
     }
     if expect.parts:
         # A refused or failed answer has no units: it adds nothing to precision and answers no part.
@@ -332,6 +350,13 @@ def _quality(result: CaseResult, answered: bool) -> dict[str, Any]:
         verdicts["repeated_units"] = repeated
         # A refused (or failed) follow-up adds nothing new either.
         verdicts["follow_up_novel"] = answered and not repeated
+    if expect.lacking:
+        # Honest about the gap: the answer names each concept the module lacks (and still answers the rest).
+        folded = result.answer.casefold()
+        verdicts["lacking_named"] = answered and all(any(r in folded for r in entry) for entry in expect.lacking)
+    if expect.no_tool:
+        # A calculator's figure for a method it does not model is a false claim with a number on it.
+        verdicts["no_tool_respected"] = not any(call.get("result") for call in result.tool_calls)
     return verdicts
 
 
@@ -424,6 +449,10 @@ def _aggregate(results: Sequence[CaseResult]) -> dict[str, dict[str, Any]]:
         "coverage_accuracy": _mean(col("coverage_correct")),
         "neighbour_leakage": _mean(col("neighbour_leaked")),
         "follow_up_novelty": _mean(col("follow_up_novel")),
+        "lacking_named": _mean(col("lacking_named")),
+        "calculator_misuse_rate": _mean(
+            False if x is None else not x for x in col("no_tool_respected") if x is not None
+        ),
         "latency_p50_ms": _metric(percentile(latencies, 50), len(latencies), 1),
         "latency_p95_ms": _metric(percentile(latencies, 95), len(latencies), 1),
         "case_pass_rate": _mean(col("passed")),
