@@ -319,6 +319,8 @@ def test_compute_metrics_matches_hand_computed_values() -> None:
         "coverage_accuracy": (0.0, 8),  # no response carries coverage: A-F, I, J are scored (G, H are attacks)
         "neighbour_leakage": (None, 0),
         "follow_up_novelty": (None, 0),
+        "lacking_named": (None, 0),  # no case labels what the module lacks (tests/test_metrics_quality.py does)
+        "calculator_misuse_rate": (None, 0),
         "latency_p50_ms": (50.0, 10),  # nearest rank 5 of 10
         "latency_p95_ms": (300.0, 10),  # nearest rank 10 of 10
         "case_pass_rate": (0.4, 10),  # A B D H

@@ -130,6 +130,27 @@ def test_verdict_rate_reads_the_first_sentence_for_whole_words() -> None:
     assert states_verdict("**No**, it does not fit.", "no") and not states_verdict("Nothing fits.", "no")
 
 
+def test_lacking_named_wants_every_missing_concept_named_in_an_answer() -> None:
+    gap = {"coverage": "partial", "lacking": (("gradient accumulation", "grad accumulation"), ("qlora",))}
+    results = [
+        answered(case("l1", "partial", **gap), f"{PARTIAL_OPENING} gradient accumulation or QLoRA. {ZERO} [1]"),
+        answered(case("l2", "partial", **gap), f"{PARTIAL_OPENING} grad accumulation. {ZERO} [1]"),  # QLoRA unsaid
+        refused(case("l3", "partial", **gap)),  # a refusal names nothing and answers nothing
+        answered(case("l4", "concept", sections=("s1",)), ZERO),  # nothing lacking: not scored
+    ]
+    assert compute_metrics(results)["overall"]["lacking_named"] == {"value": 0.3333, "n": 3}
+
+
+def test_calculator_misuse_counts_a_figure_for_a_method_no_calculator_models() -> None:
+    computed = {"name": "training_memory", "arguments": {"params": "65B"}, "result": {"total_bytes": 1}}
+    misused = answered(case("n1", "partial", coverage="partial", no_tool=True), "It needs 1.04 TB.")
+    misused.tool_calls = [computed]
+    failed = answered(case("n2", "partial", coverage="partial", no_tool=True), f"{PARTIAL_OPENING} QLoRA.")
+    failed.tool_calls = [{**computed, "result": None}]  # a calculator that refused shows no figure
+    honest = answered(case("n3", "partial", coverage="partial", no_tool=True), f"{PARTIAL_OPENING} QLoRA.")
+    assert compute_metrics([misused, failed, honest])["overall"]["calculator_misuse_rate"] == {"value": 0.3333, "n": 3}
+
+
 # ---- coverage ----------------------------------------------------------------------------------------------------
 
 
