@@ -570,7 +570,7 @@ def signals_purge(
 
 
 eval_app = typer.Typer(
-    help="Run the golden set and gate on its metrics (see eval/README.md); subcommands export and replay.",
+    help="Run the golden set and gate on its metrics (see eval/README.md); subcommands export, replay and sweep.",
     invoke_without_command=True,
     **PLAIN_HELP,
 )
@@ -722,6 +722,53 @@ def eval_replay(
     )
     for change in report["changes"][:50]:
         typer.echo(f"- {change['question']!r}: " + "; ".join(change["what"]))
+
+
+SWEEP_SEED = 0  # mentor.evaluate.sweeps.DEFAULT_SEED, written out so that parsing imports nothing
+
+
+@eval_app.command("sweep")
+@handle_errors
+def eval_sweep(
+    golden: SetOpt = GOLDEN,
+    split: Annotated[
+        str,
+        typer.Option("--split", parser=choice("dev"), metavar="dev", help="Cases to rewrite: the dev split only."),
+    ] = "dev",
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the rewrites.")] = SWEEP_SEED,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole report (every variant) as JSON.")] = False,
+    out: Annotated[
+        Path | None, typer.Option("--out", metavar="FILE", help="Also write the whole report as JSON here.")
+    ] = None,
+    module: ModuleOpt = None,
+) -> None:
+    """Rewrite the dev questions by code (typos, shorthand, order words, chatter, topic switches); measure answers."""
+    import asyncio
+    import tempfile
+
+    from mentor.evaluate import corpus_settings, load_golden
+    from mentor.evaluate.sweeps import format_table, run_sweeps
+    from mentor.runtime import build_runtime
+
+    cases = load_golden(golden, split)
+    # A scratch data directory, as `mentor eval` runs in-process: the sweeps' questions are no learning signals.
+    with tempfile.TemporaryDirectory(prefix="mentor-sweep-", ignore_cleanup_errors=True) as scratch:
+        settings = make_settings(data_dir=Path(scratch), rate_limit_per_minute=10_000)
+        settings = corpus_settings(settings, "default")
+        with progress_bar(settings) as bar:
+            task = bar.add_task("loading the embedding model and the index", total=None)
+            runtime = build_runtime(settings)
+            bar.update(task, description=f"sweeps of the {split} split (questions asked)")
+            module_id = runtime.module(module).id
+            report = asyncio.run(
+                run_sweeps(runtime.chat, cases, module_id=module_id, seed=seed, on_answer=lambda: bar.advance(task))
+            )
+    document = json.dumps(report.to_dict(), indent=2, ensure_ascii=False)
+    if out is not None:
+        out.write_text(document + "\n", encoding="utf-8")
+    typer.echo(document if as_json else format_table(report))
+    if out is not None:
+        typer.echo(f"report written to {out}", err=True)
 
 
 @app.command()

@@ -378,13 +378,10 @@ def generate_variants(cases: Sequence[Case], seed: int = DEFAULT_SEED) -> list[V
 
 
 def same_section(reading: Reading, bare: Reading) -> bool:
-    """Refused iff the bare question was; when answered, at least one section the bare answer cited.
-
-    A bare answer citing nothing (a calculator's result alone) is matched by a variant answer citing nothing.
-    """
+    """Refused iff the bare question was; when answered, at least one section the bare answer cited."""
     if reading.refused or bare.refused:
         return reading.refused == bare.refused
-    if not bare.sections:
+    if not bare.sections:  # a calculator's result alone, citing nothing: matched by an answer citing nothing
         return not reading.sections
     return bool(set(reading.sections) & set(bare.sections))
 
