@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from mentor.retrieve import Passage
 from mentor.text.profile import ModuleProfile
+from mentor.understanding import Reading
 
 Style = Literal["explain", "hint", "brief"]
 STYLES: tuple[str, ...] = ("explain", "hint", "brief")
@@ -64,10 +65,12 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class Turn:
-    """One earlier question and answer of a conversation."""
+    """One earlier question and answer of a conversation, and the question as mentor read it (its clauses that
+    instruct left out, spelling corrected, resolved against the turn before): what a follow-up continues."""
 
     question: str
     answer: str
+    asked: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +85,14 @@ class Question:
     history: tuple[Turn, ...] = ()
     allowed_urls: frozenset[str] = frozenset()
     profile: ModuleProfile = ModuleProfile()  # the module's word weights and boilerplate (mentor.text.profile)
-    unknown: tuple[str, ...] = ()  # the question's topic words the module never uses
-    set_aside: bool = False  # clauses of the message about something else were left out of `text`
+    reading: Reading | None = None  # the message as read: parts, kind, continues, lacking (mentor.understanding)
+    planted: frozenset[str] = frozenset()  # passage units that read as instructions: never quoted nor obeyed
+    set_aside: bool = False  # parts of the message about something else were left out of `text`
+
+    @property
+    def lacking(self) -> tuple[str, ...]:
+        """The concepts the question names that the module lacks."""
+        return self.reading.lacking if self.reading is not None else ()
 
 
 @dataclass(slots=True)

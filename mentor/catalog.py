@@ -32,6 +32,8 @@ from mentor.retrieve import ModuleIndex, Retriever, index_modules
 from mentor.safety import module_urls
 from mentor.scope import ScopeExamples
 from mentor.settings import Settings
+from mentor.text import split_units
+from mentor.understanding import Decisions, Reader
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,8 @@ class Catalog:
     retriever: Retriever
     digests: dict[str, str]
     urls: dict[str, frozenset[str]]
+    reader: Reader  # reads each question once, with its module's words (`ModuleIndex.words`)
+    planted: frozenset[str] = frozenset()  # module sentences that read as instructions: never quoted nor obeyed
 
     @property
     def stamp(self) -> str:
@@ -80,17 +84,33 @@ def make_catalog(
         rrf_k=settings.rrf_k,
         scope_threshold=settings.scope_threshold,
         scope_weight=settings.scope_weight,
-        examples=examples if examples is not None else scope_examples(settings, embedder),
+        examples=examples if examples is not None else scope_examples(settings, embedder, indexes),
         example_weight=settings.scope_example_weight,
     )
-    return Catalog(dict(modules), retriever, dict(digests), {m.id: module_urls(m.body) for m in modules.values()})
+    decisions = Decisions.load(
+        embedder,
+        spellers={m: index.words.speller for m, index in indexes.items()},
+        lacking_examples=settings.lacking_examples,
+        cache_dir=settings.model_cache_dir,
+    )
+    urls = {m.id: module_urls(m.body) for m in modules.values()}
+    reader = Reader(embedder, decisions)
+    units = sorted({u.text for index in indexes.values() for c in index.chunks for u in split_units(c.text)})
+    planted = reader.planted(units, cache_dir=settings.model_cache_dir)
+    return Catalog(dict(modules), retriever, dict(digests), urls, reader, planted)
 
 
-def scope_examples(settings: Settings, embedder: Embedder) -> ScopeExamples:
-    """The labelled example questions scope weighs, embedded; none when their weight is 0."""
+def scope_examples(settings: Settings, embedder: Embedder, indexes: Mapping[str, ModuleIndex]) -> ScopeExamples:
+    """The labelled example questions scope weighs, embedded as their module reads them; none when their weight
+    is 0."""
     if not settings.scope_example_weight:
         return ScopeExamples()
-    return ScopeExamples.load(settings.scope_examples, embedder, cache_dir=settings.model_cache_dir)
+
+    def read(module_id: str, text: str) -> str:
+        index = indexes.get(module_id)
+        return index.words.read(text)[0] if index is not None else text
+
+    return ScopeExamples.load(settings.scope_examples, embedder, read=read, cache_dir=settings.model_cache_dir)
 
 
 def sync_catalog(
@@ -107,7 +127,8 @@ def sync_catalog(
     report = build_index(index, modules, chunks, embedder, progress=progress, on_plan=on_plan)
     vectors = load_vectors(index.chunks, [c.id for c in chunks])
     digests = {p.module_id: p.digest for p in publication(modules, chunks)}
-    catalog = make_catalog(settings, embedder, {m.id: m for m in modules}, index_modules(chunks, vectors), digests)
+    indexes = index_modules(chunks, vectors, {m.id: m.glossary for m in modules})
+    catalog = make_catalog(settings, embedder, {m.id: m for m in modules}, indexes, digests)
     return catalog, report
 
 
@@ -125,7 +146,8 @@ def read_catalog(settings: Settings, embedder: Embedder, index: Index, previous:
     changed = [p for p in records if p.module_id not in keep]
     sources = read_sources(index, [p.module_id for p in changed])
     chunks, vectors = read_chunks(index, [cid for p in changed for cid in p.chunk_ids])
-    fresh = index_modules(chunks, vectors)
+    parsed = {m: parse_module(source, Path(f"{m}.md")) for m, source in sources.items()}
+    fresh = index_modules(chunks, vectors, {m: module.glossary for m, module in parsed.items()})
     modules: dict[str, Module] = {}
     indexes: dict[str, ModuleIndex] = {}
     for record in records:
@@ -134,7 +156,7 @@ def read_catalog(settings: Settings, embedder: Embedder, index: Index, previous:
             modules[record.module_id] = previous.modules[record.module_id]
             indexes[record.module_id] = previous.retriever.modules[record.module_id]
         elif record.module_id in fresh:  # a module with no chunks has nothing to answer from
-            modules[record.module_id] = parse_module(sources[record.module_id], Path(f"{record.module_id}.md"))
+            modules[record.module_id] = parsed[record.module_id]
             indexes[record.module_id] = fresh[record.module_id]
     if changed:
         log.info("index publishes %d modules; read %s", len(records), ", ".join(p.module_id for p in changed))

@@ -2,9 +2,10 @@
 
 1. `prepare`: validate, resolve the module, count the question against the learner's rate limit, open the
    conversation, or take the one the client holds (4xx errors are raised here, before anything streams);
-2. `events`: resolve the query (`mentor.query`), retrieve, plan calculators, answer with the LLM engine or the
-   extractive one (or redirect when the module does not cover it, `mentor.framing`), check grounding
-   (`mentor.citations`), remember the turn, hand the `AnsweredQuestion` to the sink it was given.
+2. `events`: read the message once and find what the answer stands on (`mentor.consult`: the reading, the
+   passages, the calculator plan), answer with the LLM engine or the extractive one (or redirect when the module
+   does not cover it, `mentor.framing`), check grounding (`mentor.citations`), remember the turn, hand the
+   `AnsweredQuestion` to the sink it was given.
 
 `ask` collects the events of one question. Every CPU-heavy step runs in a worker thread: on the event loop,
 eight 3,990-digit questions held /healthz for 5.2 s.
@@ -28,32 +29,20 @@ from mentor.answer import STYLES, Answer, ChatInput, Question, ToolCall, Turn
 from mentor.catalog import Catalog
 from mentor.chat_model import TextDelta
 from mentor.citations import ground
-from mentor.conversations import (
-    MAX_CONVERSATION_BYTES,
-    Conversation,
-    ConversationStore,
-    RateLimiter,
-    turn_bytes,
-)
+from mentor.consult import Grounds, consult
+from mentor.conversations import MAX_CONVERSATION_BYTES, Conversation, ConversationStore, RateLimiter, turn_bytes
 from mentor.corpus import Module
 from mentor.engines.extractive import ExtractiveEngine, missing_names
 from mentor.engines.llm import LLMEngine
-from mentor.engines.planner import PlannedCall, plan_tools
-from mentor.engines.selection import ASKS_ABOUT_MODULE, ASKS_SOURCES
 from mentor.errors import InvalidInput, NotReady, UpstreamError
 from mentor.framing import PARTIAL_OPENING, redirect
 from mentor.grounding import Grounding
 from mentor.privacy import pseudonym
-from mentor.query import CONNECTIVE, clean_question, earlier_questions, message_clauses, resolve_query, stands_alone
 from mentor.record import ABANDONED, AnsweredQuestion, SignalSink
-from mentor.retrieve import Retrieval, Retriever
-from mentor.safety import looks_like_injection
 from mentor.text import MAX_MESSAGE_CHARS
-from mentor.text.profile import describes_module
 
 log = logging.getLogger(__name__)
 PIECE = re.compile(r"\S+\s*")
-BOILERPLATE_SLACK = 2  # passages read beyond `top_k`: a module's opening and its reading list
 # Start-up runs one question through every stage (ChatService.warm); a calculation reaches the planner and tools.
 WARM_QUESTION = "how much memory does a 7B model need with ZeRO stage 3 on 8 GPUs, and why?"
 WARM_MODULES = 20  # units embedded at start for this many modules; later ones are embedded on first use
@@ -62,8 +51,6 @@ UNCHECKED = Grounding(grounded=False, unsupported_sentences=[], untraced_numbers
 # check of a usual answer (~0.35 ms) cost no more than the hand-off to a worker thread and back (~0.3 ms at
 # concurrency 1); longer ones (a pasted log, a 3,990-digit number) could hold the loop for milliseconds.
 INLINE_CHECK_CHARS = 2000
-# A message out of scope as a whole, of at most this many clauses, has each clause read on its own (a search each).
-MAX_CLAUSES = 6
 
 __all__ = ["ChatInput", "ChatService", "Prepared"]
 
@@ -79,27 +66,6 @@ class Prepared:
     learner_key: str
     question_id: str
     started: float
-
-
-@dataclass(frozen=True, slots=True)
-class Reading:
-    """What the question is about: cleaned text, the resolved query, the passages and the calculator plan."""
-
-    cleaned: str
-    query: str
-    retrieval: Retrieval
-    plan: list[PlannedCall]
-    instructed: bool = False  # the message held an instruction to the mentor, left out of `cleaned`
-    set_aside: bool = False  # a question of the message about something else was left out ("who won ...? And ...")
-
-    @property
-    def answerable(self) -> bool:
-        """Whether the module covers it: relevant passages, a calculation about the module's topics, or a
-        question about the module itself or its sources that names no topic the module lacks ("where does this
-        idea come from?", "quick summary of the module")."""
-        about = ASKS_SOURCES.search(self.cleaned) or ASKS_ABOUT_MODULE.search(self.cleaned)
-        asks_about_module = bool(about) and not self.retrieval.unknown
-        return bool(self.cleaned) and (self.retrieval.in_scope or bool(self.plan) or asks_about_module)
 
 
 class ChatService:
@@ -166,16 +132,16 @@ class ChatService:
         module, conversation = prepared.module, prepared.conversation
         message = prepared.input.message.strip()
         history = tuple(conversation.turns)
-        reading: Reading | None = None
+        grounds: Grounds | None = None
         shown: list[str] = []  # what the client was sent, should it leave before the end
         calls: list[ToolCall] = []
         try:
             ids = {"question_id": prepared.question_id, "conversation_id": conversation.id, "module_id": module.id}
             yield "meta", ids
-            reading = await asyncio.to_thread(self.read, message, history, module.id, prepared.catalog.retriever)
-            question = asked(prepared.catalog, module, reading, message, prepared.input.style, history)
+            grounds = await asyncio.to_thread(self.consult, message, history, module.id, prepared.catalog)
+            question = asked(prepared.catalog, module, grounds, message, prepared.input.style, history)
             answer = grounding = None
-            async with aclosing(self._answer(module, question, reading, stream=stream)) as answering:
+            async with aclosing(self._answer(module, question, grounds, stream=stream)) as answering:
                 async for kind, payload in answering:
                     if kind == "answer":
                         answer, grounding = payload
@@ -191,18 +157,18 @@ class ChatService:
         except (GeneratorExit, asyncio.CancelledError):
             # The client left (its stream was closed, or its request cancelled): the work stops here, and the
             # question is still logged, with what it was shown (only what can be done without awaiting).
-            abandoned = self._abandoned(reading, "".join(shown), calls)
-            self._log(self._answered(prepared, message, reading, abandoned, UNCHECKED))
+            abandoned = self._abandoned(grounds, "".join(shown), calls)
+            self._log(self._answered(prepared, message, grounds, abandoned, UNCHECKED))
             raise
-        answered = self._answered(prepared, message, reading, answer, grounding)
+        answered = self._answered(prepared, message, grounds, answer, grounding)
         self._log(answered)  # before remembering the turn: a client leaving now cannot lose the signal
-        await self._remember(prepared, Turn(message, answer.text))
+        await self._remember(prepared, Turn(message, answer.text, grounds.reading.query))
         yield "done", answered
 
     def _answered(
-        self, prepared: Prepared, message: str, reading: Reading | None, answer: Answer, grounding: Grounding
+        self, prepared: Prepared, message: str, grounds: Grounds | None, answer: Answer, grounding: Grounding
     ) -> AnsweredQuestion:
-        """The record of the question (`reading` is None when the client left before retrieval ended)."""
+        """The record of the question (`grounds` is None when the client left before retrieval ended)."""
         return AnsweredQuestion(
             question_id=prepared.question_id,
             conversation_id=prepared.conversation.id,
@@ -210,20 +176,21 @@ class ChatService:
             module_id=prepared.module.id,
             module_version=prepared.module.version,
             question=message,
-            retrieval_query=reading.query if reading else message,
+            retrieval_query=grounds.reading.query if grounds else message,
             style=prepared.input.style,
             answer=answer,
             grounding=grounding,
-            passages=tuple(reading.retrieval.passages) if reading else (),
-            relevance=float(reading.retrieval.relevance) if reading else 0.0,
+            passages=tuple(grounds.retrieval.passages) if grounds else (),
+            relevance=float(grounds.retrieval.relevance) if grounds else 0.0,
+            reading=grounds.reading if grounds else None,
             latency_ms=(time.perf_counter() - prepared.started) * 1000,
             client=prepared.input.client,
             channel=prepared.input.channel,
         )
 
-    def _abandoned(self, reading: Reading | None, text: str, calls: list[ToolCall]) -> Answer:
+    def _abandoned(self, grounds: Grounds | None, text: str, calls: list[ToolCall]) -> Answer:
         """The answer a client left: the text and calculator calls it was sent, by the engine that was answering."""
-        by_llm = self.llm is not None and (reading is None or reading.answerable)
+        by_llm = self.llm is not None and (grounds is None or grounds.answerable)
         engine, model, version = (
             ("llm", self.llm.model_name, self.llm.prompt_version) if by_llm and self.llm else ("extractive", None, None)
         )
@@ -235,70 +202,31 @@ class ChatService:
             engine=engine,
             model=model,
             prompt_version=version,
-            passages=list(reading.retrieval.passages) if reading else [],
+            passages=list(grounds.retrieval.passages) if grounds else [],
             fallback_reason=ABANDONED,
             coverage=None,  # type: ignore[arg-type]  # not measured: stored as NULL, like rows older than coverage
         )
 
-    def read(
-        self, message: str, history: tuple[Turn, ...], module_id: str, retriever: Retriever | None = None
-    ) -> Reading:
-        """Clean the question, resolve its query, retrieve its passages and plan its calculators (blocking).
-
-        A message the module does not cover as a whole may still ask about it in some of its clauses: "Repeat
-        after me: 'I am a pirate'. Now explain sequence parallelism." or "tell me a joke. Then: what is the
-        Chinchilla ratio?" — the other clauses' words diluted the scope decision and the question was refused.
-        Each clause asking a question of its own is then read alone, and those the module covers are answered, the
-        rest set aside. A statement ("I read about sequence parallelism in the module.") or a clause asking about
-        one before it ("what is ring attention, and how does it compare with sequence parallelism?") is not a
-        question of its own: answering it would answer a neighbour topic's question with the module's words.
-        """
-        cleaned = clean_question(message)
-        earlier = earlier_questions(history)
-        instructed = looks_like_injection(message)
-        reading = self._read(message, cleaned, earlier, module_id, retriever)
-        if reading.answerable or not 2 <= len(pieces := message_clauses(cleaned)) <= MAX_CLAUSES:
-            return replace(reading, instructed=instructed)
-        asking = [CONNECTIVE.sub("", p) for p in pieces if stands_alone(p)]
-        kept = [p for p in asking if p and self._read(message, p, earlier, module_id, retriever).answerable]
-        focused = self._read(message, " ".join(kept), earlier, module_id, retriever) if kept else reading
-        if not focused.answerable:
-            return replace(reading, instructed=instructed)
-        # Only a question left out is said to be: chatter beside the question ("... I think I get it but want to be
-        # sure.", "Repeat after me: ...") is not something the module fails to cover.
-        return replace(focused, instructed=instructed, set_aside=len(kept) < len(asking))
-
-    def _read(
-        self, message: str, cleaned: str, earlier: tuple[str, ...], module_id: str, retriever: Retriever | None
-    ) -> Reading:
-        """The reading of `cleaned`, the question as `message` asked it with its instructions left out, after the
-        `earlier` questions of its conversation (cleaned the same way)."""
-        query = resolve_query(message, cleaned, earlier[-1] if earlier else "")
-        sources = bool(ASKS_SOURCES.search(cleaned))
-        # A question about sources reads two passages more, so the reading list is among them. Any other reads two
-        # more and leaves out the module's opening and reading list, unless it asks about the module: they share
-        # every topic's words and answer none, and in the top 4 they crowded out the sections that do.
-        retrieval = (retriever or self.catalog.retriever).search(query, module_id, self.top_k + BOILERPLATE_SLACK)
-        if not sources:
-            retrieval = retrieval if ASKS_ABOUT_MODULE.search(cleaned) else without_boilerplate(retrieval)
-            retrieval = replace(retrieval, passages=retrieval.passages[: self.top_k])
-        plan = plan_tools(cleaned, earlier) if cleaned else []
-        return Reading(cleaned, query, retrieval, plan)
+    def consult(self, message: str, history: tuple[Turn, ...], module_id: str, catalog: Catalog) -> Grounds:
+        """Read the message once and find what its answer stands on (blocking: run in a worker thread)."""
+        return consult(
+            message, history, module_id=module_id, reader=catalog.reader, retriever=catalog.retriever, top_k=self.top_k
+        )
 
     async def _answer(
-        self, module: Module, question: Question, reading: Reading, *, stream: bool
+        self, module: Module, question: Question, grounds: Grounds, *, stream: bool
     ) -> AsyncIterator[tuple[str, Any]]:
         """The answer's events, then ("answer", (Answer, Grounding or None)): a redirect, the LLM's answer, or the
         extractive one, with the grounding verdict when it was already reached (the LLM's answer is checked to
         decide on a retry), else None."""
-        if self.llm is not None and reading.answerable:
-            async with aclosing(self._answer_with_llm(module, question, reading, stream=stream)) as events:
+        if self.llm is not None and grounds.answerable:
+            async with aclosing(self._answer_with_llm(module, question, grounds, stream=stream)) as events:
                 async for event in events:
                     yield event
             return
-        answer = await asyncio.to_thread(self._extract, question, reading) if reading.answerable else None
+        answer = await asyncio.to_thread(self._extract, question, grounds) if grounds.answerable else None
         if answer is None or answer.out_of_scope:  # the engine, too, may find the module lacks the question's subject
-            answer = self._redirect(module, injection=reading.instructed)
+            answer = self._redirect(module, injection=grounds.reading.instructed)
         for piece in PIECE.findall(answer.text):
             yield "delta", piece
         for call in answer.tool_calls:
@@ -307,7 +235,7 @@ class ChatService:
         yield "answer", (answer, None)
 
     async def _answer_with_llm(
-        self, module: Module, question: Question, reading: Reading, *, stream: bool
+        self, module: Module, question: Question, grounds: Grounds, *, stream: bool
     ) -> AsyncIterator[tuple[str, Any]]:
         """Stream the LLM's answer; retry once when ungrounded; fall back to the extractive engine."""
         assert self.llm is not None
@@ -347,11 +275,11 @@ class ChatService:
                 return
             feedback = (answer.text, describe_problems(grounding))
             reason = "ungrounded"
-        fallback = await asyncio.to_thread(self._extract, question, reading)
+        fallback = await asyncio.to_thread(self._extract, question, grounds)
         yield "answer", (replace(fallback, fallback_reason=reason), None)
 
-    def _extract(self, question: Question, reading: Reading) -> Answer:
-        return self.extractive.answer(question, reading.plan, retrieval_query=reading.query)
+    def _extract(self, question: Question, grounds: Grounds) -> Answer:
+        return self.extractive.answer(question, grounds.plan)
 
     def _redirect(self, module: Module, *, injection: bool) -> Answer:
         engine, model, version = (
@@ -379,9 +307,9 @@ class ChatService:
         if not indexes:
             return
         module = catalog.module(indexes[0][0])
-        reading = self.read(WARM_QUESTION, (), module.id, catalog.retriever)
-        question = asked(catalog, module, reading, WARM_QUESTION, "explain", ())
-        ground(self._extract(question, reading), question)
+        grounds = self.consult(WARM_QUESTION, (), module.id, catalog)
+        question = asked(catalog, module, grounds, WARM_QUESTION, "explain", ())
+        ground(self._extract(question, grounds), question)
 
     async def asker(self, question_id: str) -> str | None:
         """The pseudonym of who asked a recent question, if the conversation store knows it."""
@@ -404,20 +332,21 @@ class ChatService:
 
 
 def asked(
-    catalog: Catalog, module: Module, reading: Reading, message: str, style: str, history: tuple[Turn, ...]
+    catalog: Catalog, module: Module, grounds: Grounds, message: str, style: str, history: tuple[Turn, ...]
 ) -> Question:
     """What an engine is asked: the question as read, with its module's passages, links and profile."""
     return Question(
-        text=reading.cleaned or message,
+        text=grounds.reading.question or message,
         module_id=module.id,
         module_title=module.title,
         style=style,
-        passages=reading.retrieval.passages,
+        passages=grounds.retrieval.passages,
         history=history,
         allowed_urls=catalog.urls[module.id],
         profile=catalog.retriever.modules[module.id].profile,
-        unknown=reading.retrieval.unknown,
-        set_aside=reading.set_aside,
+        reading=grounds.reading,
+        planted=catalog.planted,
+        set_aside=grounds.set_aside,
     )
 
 
@@ -467,9 +396,3 @@ def validate(request: ChatInput) -> None:
         raise InvalidInput(f"message: at most {MAX_MESSAGE_CHARS} characters (got {len(message)})")
     if request.style not in STYLES:
         raise InvalidInput(f"style: must be one of {', '.join(STYLES)} (got {request.style!r})")
-
-
-def without_boilerplate(retrieval: Retrieval) -> Retrieval:
-    """`retrieval` without the module's opening and reading-list passages, the rest renumbered from 1."""
-    kept = [p for p in retrieval.passages if not describes_module(p)]
-    return replace(retrieval, passages=[replace(p, rank=rank) for rank, p in enumerate(kept, start=1)])

@@ -59,8 +59,8 @@ def conversation_not_found(conversation_id: str) -> NotFound:
 
 
 def turn_bytes(turn: Turn) -> int:
-    """Memory a stored turn holds: its object and both texts (1, 2 or 4 bytes a character, as CPython keeps them)."""
-    return sys.getsizeof(turn) + sys.getsizeof(turn.question) + sys.getsizeof(turn.answer)
+    """Memory a stored turn holds: its object and its texts (1, 2 or 4 bytes a character, as CPython keeps them)."""
+    return sys.getsizeof(turn) + sys.getsizeof(turn.question) + sys.getsizeof(turn.answer) + sys.getsizeof(turn.asked)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Read module Markdown files, validate them, and cut them into section-aware chunks with content-hash ids.
 
-A module file is YAML front matter (`module_id`, `title`, `prerequisites`, optional `version` and `topics`)
-followed by
+A module file is YAML front matter (`module_id`, `title`, `prerequisites`, optional `version`, `topics` and
+`glossary`: what learners write for the module's terms, "DP: data parallel") followed by
 Markdown whose every heading ends in a stable section id: `## Mixed precision {#ref-mixed-precision}`.
 """
 
@@ -48,6 +48,9 @@ class Module:
     body: str
     sections: tuple[Section, ...] = field(repr=False)
     source: str = field(default="", repr=False)  # the file as written, which `mentor ingest` publishes
+    # The module's own shorthand, spelled out: what a learner writes ("DP", "zero-3", "OOM") -> the words the module
+    # uses for it ("data parallel", "ZeRO stage 3", "memory hog"). Module knowledge lives with the module, not in code.
+    glossary: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +114,10 @@ def parse_module(raw: str, path: Path) -> Module:
     # Learners never see HTML comments, so the mentor must not read them either (blanked, keeping line numbers).
     body = HTML_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), body)
     module_id, title, prerequisites, version, topics = _validate_meta(path, meta)
+    glossary = _glossary(path, meta)
     sections = _parse_sections(path, body, body_line)
     version = version or hashlib.sha256(raw.encode()).hexdigest()[:12]
-    return Module(module_id, title, version, prerequisites, topics, path, body, tuple(sections), raw)
+    return Module(module_id, title, version, prerequisites, topics, path, body, tuple(sections), raw, glossary)
 
 
 def chunk_module(module: Module, *, chunk_size: int = 900, chunk_overlap: int = 100) -> list[Chunk]:
@@ -186,6 +190,19 @@ def _validate_meta(path: Path, meta: dict) -> tuple[str, str, tuple[str, ...], s
     if not isinstance(topics, list) or not all(isinstance(t, str) and t for t in topics):
         raise fail("topics", "`topics` must be a list of short phrases (what the module covers)")
     return module_id, title.strip(), tuple(prerequisites), None if version is None else str(version), tuple(topics)
+
+
+def _glossary(path: Path, meta: dict) -> tuple[tuple[str, str], ...]:
+    """The front matter's `glossary`: a mapping of what learners write to the module's words for it."""
+    glossary = meta.get("glossary", {})
+    if not isinstance(glossary, dict) or not all(
+        isinstance(k, str | int) and str(k).strip() and isinstance(v, str) and v.strip() for k, v in glossary.items()
+    ):
+        raise CorpusError(
+            f"{path}:{_meta_line(path, 'glossary')}: front matter `glossary` must map what learners write to the "
+            "module's words for it (e.g. DP: data parallel)"
+        )
+    return tuple((str(k).strip(), v.strip()) for k, v in glossary.items())
 
 
 def _meta_line(path: Path, key: str) -> int:

@@ -36,6 +36,8 @@ class Embedder(Protocol):
 
     def embed_query(self, text: str) -> np.ndarray: ...
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
 
 class BatchingEmbedder:
     """A model loaded once per process on first use, with a query cache and natural batching of queries."""
@@ -113,40 +115,51 @@ class BatchingEmbedder:
         return vectors if vectors is not None else np.zeros((0, self.dim), dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Embed one query, from the cache when the same text was asked before.
+        """Embed one query, from the cache when the same text was asked before (see `embed_queries`)."""
+        return self.embed_queries([text])[0]
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed a message's texts (its clauses, its parts, its question) together, each from the cache when the same
+        text was asked before; the others share one forward pass.
 
         Queries that arrive while a forward pass is running are embedded together in the next one
         ("natural" batching: no waiting window, so a lone query pays nothing extra). One forward pass runs at
-        a time, led by one of the waiting callers; the leader stops as soon as its own vector is ready and
+        a time, led by one of the waiting callers; the leader stops as soon as its own vectors are ready and
         hands the pass to a caller whose query is still pending. A leader that instead drained the queue until
         it was empty never returned under steady load (one request took 45 s while p99 was 183 ms).
         """
-        key = " ".join(text.split()).lower()
+        keys = [" ".join(text.split()).lower() for text in texts]
+        found: dict[str, np.ndarray | Future[np.ndarray]] = {}
         with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return hit
-            future: Future[np.ndarray] = Future()
-            self._pending.append((key, future))
-            # Wait until our vector is ready, or until nobody leads while ours is still pending: then we lead.
-            while self._leading and not future.done():
+            for key in dict.fromkeys(keys):
+                hit = self._cache.get(key)
+                if hit is not None:
+                    self._cache.move_to_end(key)
+                    found[key] = hit
+                    continue
+                future: Future[np.ndarray] = Future()
+                self._pending.append((key, future))
+                found[key] = future
+            waiting = [f for f in found.values() if isinstance(f, Future)]
+            # Wait until our vectors are ready, or until nobody leads while ours are pending: then we lead.
+            while self._leading and not all(f.done() for f in waiting):
                 self._turn.wait()
-            lead = not future.done()
+            lead = not all(f.done() for f in waiting)
             if lead:
                 self._leading = True
         if lead:
-            self._lead(future)
-        return future.result()
+            self._lead(waiting)
+        vectors = {key: value.result() if isinstance(value, Future) else value for key, value in found.items()}
+        return np.asarray([vectors[key] for key in keys], dtype=np.float32)
 
-    def _lead(self, own: Future[np.ndarray]) -> None:
-        """Run batches, oldest queries first, until `own` is answered; then hand the forward pass on.
+    def _lead(self, own: Sequence[Future[np.ndarray]]) -> None:
+        """Run batches, oldest queries first, until `own` are answered; then hand the forward pass on.
 
-        `own` sits at a fixed place in the queue and every batch takes from the front, so this ends after at
+        `own` sit at fixed places in the queue and every batch takes from the front, so this ends after at
         most ceil(place / batch_size) batches, however fast new queries arrive.
         """
         try:
-            while not own.done():
+            while not all(future.done() for future in own):
                 with self._lock:
                     batch, self._pending = self._pending[: self.batch_size], self._pending[self.batch_size :]
                 self._run(batch)

@@ -14,6 +14,7 @@ from typing import Protocol
 from mentor.answer import Answer
 from mentor.grounding import Grounding
 from mentor.retrieve import Passage
+from mentor.understanding import Reading
 
 # The `fallback_reason` of a streamed answer its client left before the end: logged with what it had produced so
 # far, its grounding unchecked (grounded false, coverage unknown).
@@ -40,6 +41,7 @@ class AnsweredQuestion:
     client: str = "local"
     channel: str = "chat"  # a Channel (mentor.answer): the surface the question came through
     created: float = field(default_factory=time.time)
+    reading: Reading | None = None  # the message as read (None when the client left before it was read)
 
 
 class SignalSink(Protocol):

@@ -6,7 +6,7 @@ Keys, under `prefix` (nothing personal in them beyond learners' pseudonyms and r
 turns' text, which is the conversation):
 
     {prefix}:conv:{conversation_id}        hash: learner, module                 expires ttl_s after last use
-    {prefix}:turns:{conversation_id}       list of JSON [question, answer]       the same
+    {prefix}:turns:{conversation_id}       list of JSON [question, answer, asked] the same
     {prefix}:learner:{key}:conversations   sorted set: id -> expiry (Redis ms)   so an erasure finds them all
     {prefix}:learner:{key}:questions       sorted set: id -> expiry (Redis ms)
     {prefix}:asker:{question_id}           the asker's pseudonym                 ttl_s
@@ -274,12 +274,12 @@ return dropped
 def encode_turn(turn: Turn) -> bytes:
     """A turn as Redis keeps it: JSON in UTF-8, whose length is what the byte budget counts (a lone surrogate a
     client sent in its JSON passes through rather than fail the turn)."""
-    return json.dumps([turn.question, turn.answer], ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return json.dumps([turn.question, turn.answer, turn.asked], ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
 def decode_turn(raw: bytes) -> Turn:
-    question, answer = json.loads(raw.decode("utf-8", "surrogatepass"))
-    return Turn(question, answer)
+    question, answer, *asked = json.loads(raw.decode("utf-8", "surrogatepass"))  # turns stored before: 2 fields
+    return Turn(question, answer, asked[0] if asked else "")
 
 
 class RedisConversationStore:

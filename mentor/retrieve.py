@@ -3,32 +3,32 @@
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import bm25s
 import numpy as np
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS as STOP_WORDS
 
 from mentor.corpus import Chunk
 from mentor.embeddings import Embedder
 from mentor.errors import InvalidInput, NotFound
 from mentor.scope import ScopeExamples
-from mentor.text import ASKING, COMMON_WORDS, MAX_MESSAGE_CHARS, tokenize
-from mentor.text.jargon import expansions, spell_out
+from mentor.text import MAX_MESSAGE_CHARS, tokenize
 from mentor.text.profile import ModuleProfile
-from mentor.text.spelling import module_terms
+from mentor.understanding import ModuleWords
+from mentor.understanding.lexicon import WORD, Lexicon
+from mentor.understanding.spelling import frequency
 
-MAX_QUERY_CHARS = MAX_MESSAGE_CHARS  # a follow-up joined to its question is cut to fit (mentor.query)
-NUMERIC = re.compile(r"^\d+[a-z]?$")
-# A word that could name a topic: letters, perhaps a short number ("fp8", "int4"), never an id ("run-7b172231").
-# A pasted log line: a level or error name, or a bracketed tag ("[deepspeed]", "NCCL WARN", "RuntimeError:").
-LOG_LINE = re.compile(r"\b(?:WARN(?:ING)?|ERROR|INFO|Traceback|\w+Error|\w+Exception|OVERFLOW)\b|^\s*\[\w+\]")
-QUESTION = re.compile(r"[^.?!\n—]*\?")
+MAX_QUERY_CHARS = MAX_MESSAGE_CHARS  # a follow-up joined to its question is cut to fit (mentor.understanding)
+# How much a word says about what is asked, by how rare it is in English (wordfreq's Zipf frequency): "fp16" (0)
+# weighs 6, "memory" (4.9) 1.1, "tips" (4.6) 1.4, "run" (5.6) the floor. Coverage is the weighted share of the
+# question's words the module uses: a chat or asking word the module lacks ("tips", "exam") costs it little.
+RARE = 6.0
+MIN_WEIGHT = 0.25
 # Popular questions repeat (30% of the bench's mix): their retrieval (BM25, fusion, scope: ~1.7 ms) is kept, as
 # their vector is (`BatchingEmbedder`'s query cache).
 SEARCH_CACHE_SIZE = 2048
-WORD = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z]*(?:-?[A-Za-z]+)*\d{0,3}(?![\w-])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +57,6 @@ class Retrieval:
     in_scope: bool
     dense_max: float
     coverage: float
-    unknown: tuple[str, ...] = ()  # the question's topic words the module never uses, as the learner wrote them
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # equal only to itself: searches are cached per index
@@ -72,24 +71,33 @@ class ModuleIndex:
     bm25: bm25s.BM25
     vocab: frozenset[str]
     profile: ModuleProfile  # word weights and boilerplate units, for choosing what to quote
+    words: ModuleWords  # its words, spelling and glossary, as the reader reads a question with them
 
     @classmethod
-    def build(cls, chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray]) -> ModuleIndex:
+    def build(
+        cls, chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray], glossary: Sequence[tuple[str, str]] = ()
+    ) -> ModuleIndex:
         """Index one module's chunks; `vectors` maps every chunk id to its stored embedding."""
         tokens = [tokenize(c.embedding_text) for c in chunks]
         bm25 = bm25s.BM25()
         bm25.index(tokens, show_progress=False)
         matrix = np.asarray([vectors[c.id] for c in chunks], dtype=np.float32)
         vocab = frozenset(t for doc in tokens for t in doc)
-        return cls(tuple(chunks), matrix, bm25, vocab, ModuleProfile.of(chunks))
+        words = ModuleWords.of(Lexicon.of([c.embedding_text for c in chunks], glossary))
+        return cls(tuple(chunks), matrix, bm25, vocab, ModuleProfile.of(chunks), words)
 
 
-def index_modules(chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray]) -> dict[str, ModuleIndex]:
-    """A `ModuleIndex` per module of `chunks`, in the order modules first appear."""
+def index_modules(
+    chunks: Sequence[Chunk],
+    vectors: Mapping[str, np.ndarray],
+    glossaries: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+) -> dict[str, ModuleIndex]:
+    """A `ModuleIndex` per module of `chunks`, in the order modules first appear, with each module's glossary."""
     by_module: dict[str, list[Chunk]] = {}
     for chunk in chunks:
         by_module.setdefault(chunk.module_id, []).append(chunk)
-    return {module_id: ModuleIndex.build(part, vectors) for module_id, part in by_module.items()}
+    glossaries = glossaries or {}
+    return {m: ModuleIndex.build(part, vectors, glossaries.get(m, ())) for m, part in by_module.items()}
 
 
 class Retriever:
@@ -121,46 +129,31 @@ class Retriever:
         # Keyed by the question as asked and the module's index searched: a module re-indexed since misses.
         self._cached_search = functools.lru_cache(maxsize=cache_size)(self._search)
 
-    def query_terms(self, query: str, module_id: str) -> tuple[list[str], float]:
-        """Stemmed query terms, misspellings mapped onto the module's words, and the share of topic terms
-        (numbers excluded: they are arguments, not topics) that the module uses."""
-        vocab = self.modules[module_id].vocab
-        terms: list[str] = []
-        topical = matched = 0
-        for term in module_terms(query, vocab):
-            terms.append(term)
-            if not NUMERIC.match(term) and term not in ASKING:
-                topical += 1
-                matched += term in vocab
-        coverage = matched / topical if topical else 0.5
-        return terms, coverage
-
-    def unknown_words(self, query: str, module_id: str) -> tuple[str, ...]:
-        """The words of `query` naming a topic the module never mentions ("slower", "fp8"), as written.
-
-        A word counts when none of its terms (after the same typo mapping as retrieval) is in the module's
-        vocabulary, and it is neither a number, a word of asking nor a common English word.
-        """
-        unknown: dict[str, None] = {}
-        if LOG_LINE.search(query) and (asked := QUESTION.findall(query)):
-            query = asked[-1]  # a pasted log's words (NCCL, allreduce, Rank) are not what the learner asks about
-        for word in WORD.findall(query):
-            if word.lower() in COMMON_WORDS or expansions(word):
-                continue  # "already", "size": ordinary English; "vram", "nan": jargon for what the module says
-            terms, _ = self.query_terms(word, module_id)
-            topical = [t for t in terms if not NUMERIC.match(t) and t not in ASKING]
-            if topical and not any(t in self.modules[module_id].vocab for t in topical):
-                unknown[word.lower()] = None
-        return tuple(unknown)
+    def coverage(self, query: str, module_id: str) -> float:
+        """The share of what `query` asks about that the module uses: its words weighted by how rare they are in
+        English (`RARE`), numbers left out (they are arguments). 0.5 for a query of numbers and stop words."""
+        words = self.modules[module_id].words
+        known = total = 0.0
+        for word in WORD.findall(query.lower()):
+            if word.isdigit() or len(word) < 2 or word in STOP_WORDS:
+                continue
+            weight = max(MIN_WEIGHT, RARE - frequency(word))
+            total += weight
+            known += weight if words.knows(word) else 0.0
+        return known / total if total else 0.5
 
     @property
     def module_ids(self) -> list[str]:
         """Modules this retriever can search."""
         return list(self.modules)
 
-    def search(self, query: str, module_id: str, k: int = 4, *, mode: str = "hybrid") -> Retrieval:
+    def search(
+        self, query: str, module_id: str, k: int = 4, *, mode: str = "hybrid", vector: np.ndarray | None = None
+    ) -> Retrieval:
         """Return the `k` best passages of `module_id` for `query`, with the module's relevance to it.
 
+        `query` as the reader read it, with its `vector` (the chat's); without a vector (the search route, the CLI)
+        the query is read here the same way: spelling corrected toward the module, its glossary spelled out.
         `mode` "dense" or "bm25" ranks by one retriever alone (for evaluation); "hybrid" fuses both.
         """
         if mode not in ("hybrid", "dense", "bm25"):
@@ -171,17 +164,20 @@ class Retriever:
             raise NotFound(f"unknown module {module_id!r}; known modules: {', '.join(self.modules) or 'none'}")
         if not 1 <= k <= 50:
             raise InvalidInput(f"k: must be between 1 and 50 (got {k})")
-        return self._cached_search(query, index, module_id, k, mode)
+        if vector is None:
+            query = index.words.read(query)[0]
+            vector = self.embedder.embed_query(query)
+        return self._cached_search(query, index, module_id, k, mode, Vector(vector))
 
-    def _search(self, query: str, module: ModuleIndex, module_id: str, k: int, mode: str) -> Retrieval:
+    def _search(self, query: str, module: ModuleIndex, module_id: str, k: int, mode: str, wrapped: Vector) -> Retrieval:
         chunks = module.chunks
-        asked, query = query, spell_out(query)  # jargon spelled out: "z1 z2 z3" reads as "ZeRO stage 1, 2, 3"
-        vector = self.embedder.embed_query(query)
+        vector = wrapped.array
         depth = min(len(chunks), max(4 * k, 20))
         similarities = module.vectors @ vector
         top = np.argsort(-similarities, kind="stable")[:depth]
         dense = {chunks[i].id: float(similarities[i]) for i in top}
-        terms, coverage = self.query_terms(query, module_id)
+        terms = tokenize(query)
+        coverage = self.coverage(query, module_id)
         # A question of stop words only ("what is it?") has no terms: BM25 has nothing to say about it.
         bm25_scores = module.bm25.get_scores(terms) if terms else np.zeros(len(chunks))
         fused: dict[str, float] = {}
@@ -216,8 +212,20 @@ class Retriever:
         dense_max = max(dense.values(), default=0.0)
         margin = self.examples.margin(module_id, vector) if self.example_weight else 0.0
         relevance = self.scope_weight * dense_max + (1 - self.scope_weight) * coverage + self.example_weight * margin
-        unknown = self.unknown_words(asked, module_id) if coverage < 1 else ()
-        return Retrieval(passages, relevance, relevance >= self.scope_threshold, dense_max, coverage, unknown)
+        return Retrieval(passages, relevance, relevance >= self.scope_threshold, dense_max, coverage)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Vector:
+    """A query vector as a search-cache key: the query text it was made from already tells it apart."""
+
+    array: np.ndarray
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Vector)
 
 
 def validate_query(query: str) -> str:

@@ -14,10 +14,11 @@ Examples belong to a module (`module_id` on each line); a module without example
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,11 +26,11 @@ import numpy as np
 
 from mentor.embeddings import Embedder, embed_cached
 from mentor.errors import InvalidInput
-from mentor.text.jargon import spell_out
 
 log = logging.getLogger(__name__)
 NEAREST = 3  # examples of each label averaged: one odd example does not decide
-_BUILT: dict[tuple[str, int, int, int], tuple[Embedder, ScopeExamples]] = {}  # see ScopeExamples.load
+_BUILT: dict[tuple[str, int], tuple[Embedder, ScopeExamples]] = {}  # see ScopeExamples.load
+Reading = Callable[[str, str], str]  # (module id, question) -> the question as the chat reads it
 _LOCK = threading.Lock()
 
 
@@ -82,15 +83,22 @@ class ScopeExamples:
         return 0.0 if examples is None else examples.margin(vector, leave_out=leave_out)
 
     @classmethod
-    def build(cls, labelled: Sequence[Labelled], embedder: Embedder, *, cache_dir: Path | None = None) -> ScopeExamples:
+    def build(
+        cls,
+        labelled: Sequence[Labelled],
+        embedder: Embedder,
+        *,
+        read: Reading = lambda module_id, text: text,
+        cache_dir: Path | None = None,
+    ) -> ScopeExamples:
         """Embed the labelled questions, grouped by module (a module needs examples of both labels).
 
         With `cache_dir`, the vectors are kept there, named by a digest of the texts and the embedder, and read
         back by every later process: embedding 263 questions cost each start ~1.5 s, a third of a cold
         `mentor ask`, for vectors that change only when the file or the model does.
         """
-        # Spelled out as retrieval reads a question (mentor.text.jargon), so both sides compare alike.
-        texts = [spell_out(row.question) for row in labelled]
+        # Read as the chat reads a question (its module's spelling and glossary), so both sides compare alike.
+        texts = [read(row.module_id, row.question) for row in labelled]
         vectors = embed_cached(embedder, texts, cache_dir, kind="scope-examples") if labelled else np.zeros((0, 1))
         modules: dict[str, ModuleExamples] = {}
         for module_id in dict.fromkeys(row.module_id for row in labelled):
@@ -107,7 +115,10 @@ class ScopeExamples:
         return cls(modules)
 
     @classmethod
-    def load(cls, path: Path | None, embedder: Embedder, *, cache_dir: Path | None = None) -> ScopeExamples:
+    def load(
+        cls, path: Path | None, embedder: Embedder, *, read: Reading = lambda module_id, text: text,
+        cache_dir: Path | None = None,
+    ) -> ScopeExamples:  # fmt: skip
         """The examples in `path`; none when there is no path or no such file (scope then uses two signals).
 
         Built once per file version and embedder in a process: every catalog (a reload, a test's runtime) shares
@@ -117,12 +128,13 @@ class ScopeExamples:
             if path is not None:
                 log.info("no scope examples at %s: scope is decided by similarity and topic words alone", path)
             return cls()
-        stat = path.stat()
-        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, id(embedder))
+        labelled = load_labelled(path)
+        texts = "\x1e".join(f"{row.module_id}\x1f{read(row.module_id, row.question)}" for row in labelled)
+        key = (hashlib.sha256(texts.encode()).hexdigest(), id(embedder))
         with _LOCK:
             built = _BUILT.get(key)
             if built is None or built[0] is not embedder:
-                built = _BUILT[key] = (embedder, cls.build(load_labelled(path), embedder, cache_dir=cache_dir))
+                built = _BUILT[key] = (embedder, cls.build(labelled, embedder, read=read, cache_dir=cache_dir))
         return built[1]
 
 

@@ -71,14 +71,14 @@ class Settings(BaseSettings):
     top_k: int = Field(4, ge=1, le=20, description="Passages retrieved per question.")
     rrf_k: int = Field(60, ge=1, le=1000, description="Reciprocal-rank-fusion constant (Cormack et al. 2009).")
     scope_weight: float = Field(
-        0.5,
+        0.45,
         ge=0.0,
         le=1.0,
         description="Weight of the best dense similarity in the scope relevance (the rest is the share of the "
         "question's topic words the module uses). Set by `mentor calibrate`.",
     )
     scope_example_weight: float = Field(
-        0.75,
+        2.0,
         ge=0.0,
         le=10.0,
         description="Weight of the margin between the nearest in-scope and out-of-scope example questions "
@@ -89,8 +89,14 @@ class Settings(BaseSettings):
         description="Labelled example questions per module (JSON lines of module_id, q, in_scope); a missing "
         "file means scope is decided without examples.",
     )
+    lacking_examples: Path | None = Field(
+        Path("eval/calibration/lacking.jsonl"),
+        description="Labelled questions naming the concepts a module lacks (JSON lines of module_id, q, lacking): "
+        "the reader learns from them which words name a topic rather than a typo or chat. A missing file means no "
+        "concept is named as lacking.",
+    )
     scope_threshold: float = Field(
-        0.5681,
+        0.6274,
         ge=-1.0,
         le=1.0,
         description="Relevance below which a question is outside the module. Set by `mentor calibrate` on "

@@ -24,9 +24,6 @@ from mentor.corpus import Chunk
 from mentor.embeddings import Embedder, embed_cached
 from mentor.engines.planner import PlannedCall
 from mentor.engines.selection import (
-    ASKS_ABOUT_MODULE,
-    ASKS_REPEAT,
-    ASKS_SOURCES,
     FLOOR,
     NEAREST,
     NOVELTY,
@@ -36,40 +33,24 @@ from mentor.engines.selection import (
     Selection,
     best_score,
     candidates,
-    question_parts,
     quoted_before,
     score,
     select,
 )
 from mentor.engines.tool_calls import run_tool_call
 from mentor.framing import HINT_CALC, HINT_CHECK, HINT_QUESTION, PARTIAL_OPENING, SET_ASIDE
-from mentor.query import ABOUT_WORDS, SOURCES_WORDS
 from mentor.retrieve import Passage
 from mentor.safety import sanitize_markdown
 from mentor.text import Unit, split_sentences, split_units
-from mentor.text.profile import SOURCES_TITLE, ModuleProfile
+from mentor.text.profile import ModuleProfile
 from mentor.text.units import clauses
 from mentor.tools.registry import CALCULATORS, description_of, rule_of, title_of
+from mentor.understanding import Reading
 
 ENGINE = "extractive"
 MAX_UNITS = {"explain": 3, "brief": 1, "hint": 1}
 # A model size in module text ("7B", "1.4T"): a sentence about another size is the worked example, not the rule.
 SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([BT])\b")
-# The subject of "how does X ...", "what is X", "explain X": the two words after the question's opening.
-SUBJECT = re.compile(
-    r"^\W*(?:how (?:does|do|is|are|can)|what (?:is|are|does|do)|what's|whats|explain|define|why (?:does|is|do))"
-    r"\s+(?:an?\s+|the\s+)?(?P<subject>[\w./+-]+(?:\s+[\w./+-]+)?)",
-    re.I,
-)
-# A name, not a word: a capital after the first letter ("GaLore", "NCCL") or a digit ("fp8").
-NAME = re.compile(r"^\w+[A-Z0-9]|\d")
-# Who a module is for and what comes before it: its opening's "Audience: ... · Prerequisites: ..." line.
-ASKS_PREREQUISITES = re.compile(
-    r"\b(prerequisites?|before (?:starting|this|i start)|need to know|know first|audience|"
-    r"who is (?:it|this(?: \w+)?) for)\b",
-    re.I,
-)
-FRONT_MATTER = re.compile(r"\b(?:prerequisites?|audience)\s*:", re.I)
 OWN_TERMS = 2  # a follow-up naming this many topic words is read on its own, not joined to the question before
 # ... unless joined it is answered better by this much: joined, the earlier question's words favour the earlier
 # answer's neighbours ("why not quantize activations too?" after int4 weight-only got the other weight-only line).
@@ -90,11 +71,11 @@ class ExtractiveEngine:
         # embedder in a process (a reloaded catalog, a test's app) shares them instead of embedding them again.
         self._units, self._lock = _unit_cache(embedder)
 
-    def answer(self, question: Question, plan: Sequence[PlannedCall], *, retrieval_query: str) -> Answer:
+    def answer(self, question: Question, plan: Sequence[PlannedCall]) -> Answer:
         """Answer `question` from its passages, running the planned calculators."""
         tool_calls = [run_planned(call) for call in plan]
         computed = any(call.error is None for call in tool_calls)
-        selection, parts = self._choose(question, retrieval_query, tool_calls)
+        selection, parts = self._choose(question, tool_calls)
         # [n] is the passage's retrieval rank, the same numbering the LLM engine sees.
         citations: dict[int, Citation] = {}
         quoted: list[str] = []
@@ -114,7 +95,7 @@ class ExtractiveEngine:
         unanswered = [p for p in selection.unanswered if any(weights.get(t, 0) >= TOPICAL for t in p.terms)]
         missing = missing_names(question, unanswered, words=not computed)
         answered = len(parts) - len(selection.unanswered)
-        if not computed and not answered and about_unknown(question.text, question.unknown):
+        if not computed and not answered and about_lacking(question):
             # "how does GaLore cut optimizer memory?" asks about something the module never names, and no
             # sentence answers it: nearby facts about optimizer memory would pass for an answer. Redirect.
             return Answer("", [], [], True, ENGINE, None, None, list(question.passages), coverage="none")
@@ -140,96 +121,34 @@ class ExtractiveEngine:
             framing=framing,
         )
 
-    def _choose(self, question: Question, query: str, tool_calls: Sequence[ToolCall]) -> tuple[Selection, list[Part]]:
+    def _choose(self, question: Question, tool_calls: Sequence[ToolCall]) -> tuple[Selection, list[Part]]:
         """The units to quote and the question's parts (one part, the calculation, when calculators ran)."""
         if not question.passages:
             return Selection([], []), []
-        profile = question.profile
-        sources = bool(ASKS_SOURCES.search(question.text))
-        about = not sources and bool(ASKS_ABOUT_MODULE.search(question.text))
-        # Retrieval's pointer to the reading list or the module's opening: not what the learner asked.
-        query = query.removesuffix(f" ({SOURCES_WORDS})").removesuffix(f" ({ABOUT_WORDS})")
-        pool = candidates(
-            question.passages,
-            self._units_of,
-            profile,
-            allow_boilerplate=sources or about,
-        )
-        said = ""
-        if question.history and not ASKS_REPEAT.search(question.text):
-            # A follow-up asks for what the last answer did not say.
-            said = quoted_before([question.history[-1].answer])
-        if question.history and ASKS_REPEAT.search(question.text) and not Part.of(question.text, profile).terms:
+        profile, reading = question.profile, question.reading
+        kind = reading.kind if reading is not None else "other"
+        about = reading is not None and (reading.surely("sources") or reading.surely("overview"))
+        pool = candidates(question.passages, self._units_of, profile, allow_boilerplate=about, planted=question.planted)
+        last = quoted_before([question.history[-1].answer]) if question.history else ""
+        if kind == "repeat" and last:
             # "sorry, can you say that again?": the last answer's sentences, as they were.
-            last = quoted_before([question.history[-1].answer])
             again = [c for c in pool if " ".join(c.unit.text.split()) in last]
             if again:
-                return Selection(again, []), [Part.of(query, profile)]
+                return Selection(again, []), [Part.of(question.text, profile)]
+        said = last if kind != "repeat" else ""  # a follow-up asks for what the last answer did not say
         computed = [c for c in tool_calls if c.error is None]
-        newly_named: frozenset[str] = frozenset()  # the names a follow-up read with its question writes itself
         if computed:
-            # Quote the module's rule behind the calculation, not its worked example for another model size.
-            sizes = set(SIZE.findall(question.text)) | {s for c in computed for s in SIZE.findall(c.explanation)}
-            pool = [c for c in pool if not _other_example(c.unit.text, sizes)]
-            topics = " ".join(dict.fromkeys(title_of(call.name) for call in computed))
-            text = f"{query} {topics}"
-            parts = [Part.of(text, profile)]
-            per_part = limit = 0 if question.style == "brief" else 1
-        else:
-            # A follow-up asks one thing, what the earlier answer did not say: in its own words when they name a
-            # topic of their own ("and tensor parallelism?"), else joined to the question it follows ("and the
-            # next stage?", "why?", "say that again").
-            follow_up = bool(question.history) and query != question.text
-            own = Part.of(question.text, profile)
-            alone = len(own.terms) >= OWN_TERMS and not ASKS_REPEAT.search(question.text)
-            # Joined, the earlier question lends its topic; the names it wrote ("what did Chinchilla recommend?"
-            # before "and what did Kaplan say?") were answered then, and are not asked for again.
-            joined = replace(Part.of(query, profile), names=own.names)
-            parts = [own if alone else joined] if follow_up else question_parts(query, profile)
-            if follow_up and alone:
-                # Read both ways; keep the reading that what the last answer left unsaid answers better.
-                unsaid = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
-                own_best, joined_best = (
-                    best_score([p], [self._embedder.embed_query(p.text)], unsaid, profile) for p in (own, joined)
-                )
-                if joined_best > own_best + OWN_READING:
-                    parts = [joined]
-            if follow_up and parts[0] is joined:
-                newly_named = own.names
-            per_part = 2 if question.style == "explain" else 1
-            limit = max(MAX_UNITS[question.style], len(parts)) if question.style != "hint" else 1
-        if not pool or limit == 0:
-            return Selection([], [] if computed else parts), parts
-        if sources and not any(part.terms for part in parts):
-            # "where does this idea come from?" names no topic: the answer is the module's reading list.
-            listed = [c for c in pool if c.unit.text in profile.sources]
-            if listed:
-                return Selection(listed, []), parts
-        named = named_section(parts, pool, profile) if not computed else []
-        if named:
-            # "give me the interview one-liners" names a section: quote it rather than a lookalike sentence.
-            return Selection(named[:limit], []), parts
+            fresh = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
+            return self._calculation(question, computed, fresh or pool, profile)
+        parts, newly_named = self._parts(question, pool, said)
+        per_part = 2 if question.style == "explain" else 1
+        limit = max(MAX_UNITS[question.style], len(parts)) if question.style != "hint" else 1
+        if not pool:
+            return Selection([], parts), parts
         vectors = [self._embedder.embed_query(part.text) for part in parts]
-        if sources:
-            listed = self._reading_list(parts, vectors, pool, profile)
-            if listed:
-                return Selection(listed, []), parts
-        if about:
-            # "who is it for?", "what do I need before starting?": the opening's audience-and-prerequisites line.
-            # "quick summary of the module", "the big picture": the opening's first sentence, which states what the
-            # module covers, in words the question rarely shares.
-            opening = sorted(
-                (
-                    c
-                    for c in pool
-                    if c.unit.text in profile.boilerplate and not SOURCES_TITLE.search(c.passage.section_title)
-                ),
-                key=lambda c: (c.passage.position, c.unit.index),
-            )
-            asks_who = bool(ASKS_PREREQUISITES.search(question.text))
-            opening = [c for c in opening if bool(FRONT_MATTER.search(c.unit.text)) == asks_who] or opening
-            if opening:
-                return Selection(opening[:1], []), parts
+        special = self._about_module(reading, parts, vectors, pool, profile, limit)
+        if special is not None:
+            return Selection(special, []), parts
         fresh = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
         if newly_named:
             # "and what did Kaplan say?" after a Chinchilla question: read with the earlier question, the new name
@@ -241,17 +160,83 @@ class ExtractiveEngine:
             # What the last answer left out answers it much worse than what it said: the module has nothing
             # better, so the best sentence is quoted again rather than a lookalike.
             fresh = pool
-        lacking = frozenset() if computed else frozenset(t for word in question.unknown for t in profile.words(word))
-        floor = NEAREST if computed else FLOOR  # a calculation is the answer; its quote only names the rule
-        rule = self._rule([rule_of(call.name, call.result) for call in computed], profile) if computed else None
-        selection = select(
-            parts, vectors, fresh, profile, per_part=per_part, limit=limit, floor=floor, lacking=lacking, rule=rule
-        )
-        if not selection.chosen and not computed:
+        lacking = frozenset(t for word in question.lacking for t in profile.words(word))
+        selection = select(parts, vectors, fresh, profile, per_part=per_part, limit=limit, lacking=lacking)
+        if not selection.chosen:
             # In scope, yet no sentence clears the floor: quote the nearest one and say it is only that.
             nearest = select(parts[:1], vectors[:1], pool, profile, per_part=1, limit=1, floor=NEAREST)
             return Selection(nearest.chosen, list(parts)), parts
         return selection, parts
+
+    def _parts(self, question: Question, pool: Sequence[Candidate], said: str) -> tuple[list[Part], frozenset[str]]:
+        """The parts to answer, and the names a follow-up read with its question writes itself.
+
+        A follow-up asks one thing, what the earlier answer did not say: in its own words when they name a topic
+        of their own ("and tensor parallelism?"), else joined to the question it follows ("and the next stage?").
+        """
+        profile, reading = question.profile, question.reading
+        if reading is None or not reading.continues:
+            parts: list[Part] = []
+            for read in reading.parts if reading is not None else ():
+                part = Part.of(read.text, profile, read.written)
+                # "why?" or "what happens then?", read with the part before it, adds no topic of its own.
+                if not parts or not set(part.terms) <= set(parts[-1].terms):
+                    parts.append(part)
+            return parts or [Part.of(question.text, profile)], frozenset()
+        own = Part.of(reading.question, profile, reading.message)
+        # Joined, the earlier question lends its topic; the names it wrote ("what did Chinchilla recommend?" before
+        # "and what did Kaplan say?") were answered then, and are not asked for again.
+        joined = replace(Part.of(reading.query, profile, reading.message), names=own.names)
+        if len(own.terms) < OWN_TERMS:
+            return [joined], own.names
+        # Read both ways; keep the reading that what the last answer left unsaid answers better.
+        unsaid = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else list(pool)
+        own_best, joined_best = (
+            best_score([p], [self._embedder.embed_query(p.text)], unsaid, profile) for p in (own, joined)
+        )
+        return ([joined], own.names) if joined_best > own_best + OWN_READING else ([own], frozenset())
+
+    def _calculation(
+        self, question: Question, computed: Sequence[ToolCall], pool: Sequence[Candidate], profile: ModuleProfile
+    ) -> tuple[Selection, list[Part]]:
+        """A calculation's quote: the module's rule behind it, not its worked example for another model size."""
+        sizes = set(SIZE.findall(question.text)) | {s for c in computed for s in SIZE.findall(c.explanation)}
+        pool = [c for c in pool if not _other_example(c.unit.text, sizes)]
+        topics = " ".join(dict.fromkeys(title_of(call.name) for call in computed))
+        query = question.reading.query if question.reading is not None else question.text
+        parts = [Part.of(f"{query} {topics}", profile)]
+        limit = 0 if question.style == "brief" else 1
+        if not pool or limit == 0:
+            return Selection([], []), parts
+        vectors = [self._embedder.embed_query(parts[0].text)]
+        rule = self._rule([rule_of(call.name, call.result) for call in computed], profile)
+        # A calculation is the answer; its quote only names the rule, so the floor is the nearest one's.
+        return select(parts, vectors, pool, profile, per_part=limit, limit=limit, floor=NEAREST, rule=rule), parts
+
+    def _about_module(
+        self,
+        reading: Reading | None,
+        parts: Sequence[Part],
+        vectors: Sequence[np.ndarray],
+        pool: Sequence[Candidate],
+        profile: ModuleProfile,
+        limit: int,
+    ) -> list[Candidate] | None:
+        """The answer to a question about the module rather than a topic: the section it names, or its reading
+        list; None for any other question (a question about the module itself is answered by the usual choice,
+        the opening's sentences among the candidates)."""
+        named = named_section(parts, pool, profile)
+        if named:
+            # "give me the interview one-liners" names a section: quote it rather than a lookalike sentence.
+            return named[:limit]
+        if reading is None or not reading.surely("sources"):
+            return None
+        if not any(part.terms for part in parts):
+            # "where does this idea come from?" names no topic: the answer is the module's reading list.
+            listed = [c for c in pool if c.unit.text in profile.sources]
+            if listed:
+                return listed
+        return self._reading_list(parts, vectors, pool, profile) or None
 
     def _rule(self, names: Sequence[str], profile: ModuleProfile) -> tuple[Part, np.ndarray]:
         """What the calculators `names` compute, in their own descriptions: the rule a calculation's quote states."""
@@ -340,13 +325,11 @@ def _vectors_of(units: list[Unit], vectors: np.ndarray) -> UnitVectors:
     return units, vectors[: len(units)] if units else np.zeros((0, 1)), by_unit
 
 
-def about_unknown(question: str, unknown: Sequence[str]) -> bool:
-    """True when what the question asks about, its subject ("how does GaLore ...", "what is fp8?"), is a word
-    the module never uses."""
-    match = SUBJECT.match(question)
-    subject = set(re.findall(r"[\w-]+", match.group("subject"))) if match else set()
-    names = {w.lower() for w in subject if NAME.search(w)}  # "GaLore", "fp8", "NCCL"; not "shrinking"
-    return bool(names & {w.lower() for w in unknown})
+def about_lacking(question: Question) -> bool:
+    """True when what the question asks about is a concept the module lacks: every part names one ("how does
+    GaLore cut optimizer memory?"), so the module's nearby facts would only pass for an answer."""
+    reading = question.reading
+    return reading is not None and bool(reading.parts) and all(part.lacking for part in reading.parts)
 
 
 def named_section(parts: Sequence[Part], pool: Sequence[Candidate], profile: ModuleProfile) -> list[Candidate]:
@@ -369,8 +352,8 @@ def missing_names(question: Question, unanswered: Sequence[Part] = (), *, words:
     left out (`SET_ASIDE`: its words are not repeated)."""
     names: list[str] = []
     if words:
-        names = [f"“{word}”" for word in question.unknown]
-        lacking = {term for word in question.unknown for term in question.profile.words(word)}
+        names = [f"“{word}”" for word in question.lacking]
+        lacking = {term for word in question.lacking for term in question.profile.words(word)}
         names += [f"“{part.name}”" for part in unanswered if not lacking & set(part.terms)]
     names += [SET_ASIDE] if question.set_aside else []
     return list(dict.fromkeys(names))

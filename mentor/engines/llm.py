@@ -19,7 +19,7 @@ from mentor.citations import with_citations
 from mentor.engines.tool_calls import run_tool_call
 from mentor.errors import UpstreamError
 from mentor.prompts import Prompt
-from mentor.safety import sanitize_markdown, without_instructions
+from mentor.safety import sanitize_markdown, without_planted
 from mentor.tools import REGISTRY, tool_schemas
 
 if TYPE_CHECKING:
@@ -74,7 +74,8 @@ class LLMEngine:
             budget -= size
             history[:0] = [{"role": "user", "content": turn.question}, {"role": "assistant", "content": turn.answer}]
         passages = "\n\n".join(
-            f"[{p.rank}] (section: {p.section_title})\n{without_instructions(p.text)}" for p in question.passages
+            f"[{p.rank}] (section: {p.section_title})\n{without_planted(p.text, question.planted)}"
+            for p in question.passages
         )
         user = f"<passages>\n{passages}\n</passages>\n\n<question>\n{question.text}\n</question>"
         messages = [{"role": "system", "content": system}, *history, {"role": "user", "content": user}]

@@ -24,9 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mentor.retrieve import Passage
-from mentor.safety import looks_like_injection
 from mentor.text import Unit, tokenize
-from mentor.text.jargon import expansions, spell_out
 from mentor.text.markers import strip_markers
 from mentor.text.profile import ModuleProfile
 from mentor.text.units import clauses
@@ -51,72 +49,9 @@ POLARITY_WEIGHT = LEXICAL_WEIGHT
 TOPICAL = 2.5  # a word this specific to a few of the module's units names a topic (its weight: log inverse frequency)
 NAME_UNITS = 6  # a name in more of the module's units than this ("GPU", "ZeRO") is its subject, not one thing of two
 
-# Where a question holds a second question: "...?", "; ", ", and how ...", " and why ...".
-PART_BREAK = re.compile(
-    r"\?\s+(?=\S)|;\s+|[.!]\s+(?=[A-Z]|(?:how|why|what|when|which|where|and|also)\b)"
-    r"|,?\s+(?:and|but|also)\s+(?=(?:how|why|what|when|which|where|who|is|are|does|do|can|should|would|will)\b)"
-    # "why do fp16 runs need loss scaling, and bf16 runs don't?": a contrast names a second subject to answer.
-    r"|,?\s+(?:and|but|while|whereas)\s+(?=(?:[\w./+-]+\s+){1,2}(?:don'?t|doesn'?t|do not|does not|isn'?t|aren'?t"
-    r"|can'?t|cannot|won'?t|needn'?t|never)\b)",
-    re.I,
-)
-# "explain bf16 and fp16", "tell me about DP and TP": a request for two things, each a part.
-BOTH = re.compile(
-    r"^\W*(?:explain|describe|compare|contrast|define|tell me about|what (?:are|is)|what's|whats)\s+(?:the\s+)?"
-    r"(?P<left>[\w./+-]+(?:\s+[\w./+-]+){0,2}?)\s+and\s+(?:the\s+)?(?P<right>[\w./+-]+(?:\s+[\w./+-]+){0,2}?)"
-    r"\s*[?.!]*$",
-    re.I,
-)
-# Two things compared: each side is a part, with the rest of the clause as its frame.
-COMPARISON = re.compile(
-    r"(?P<left>[\w./+-]+(?:\s+[\w./+-]+){0,2}?)\s+(?:vs\.?|versus|compared (?:to|with)|instead of|or)\s+"
-    r"(?P<right>[\w./+-]+(?:\s+[\w./+-]+){0,2}?)(?=\s*(?:[,?.!:;]|$|\b(?:for|in|when|and)\b))",
-    re.I,
-)
-LEADING_FRAME = re.compile(r"^(?:(?:what|how|why|does|do|is|are|the|a|an|would|should|will|can)\s+)+", re.I)
-BETWEEN = re.compile(r"\bbetween\s+(?P<left>.+?)\s+and\s+(?P<right>[^,?.!;]+)", re.I)
-# "where does this idea come from?", "which paper introduced ZeRO?", "what should I read next?"
-ASKS_SOURCES = re.compile(
-    r"\b((?:which|what|the original|a|any|that|this|the) (?:papers?|sources?|references?|reading)|"
-    r"cit(?:e|es|ed|ing)|citations?|another module|other modules?|who(?:'s| is| are) behind|authors? of|"
-    r"bibliography|reading list|further reading|read (?:more|next|further|about)|originat\w*|"
-    r"(?:idea|rule|law|concept|finding|result|term|name|trick|method|technique|approach)s?\b[^?.]{0,40}\bcomes? "
-    r"from|(?:this|that|it) comes? from|"
-    r"introduced|proposed|invented|came up with|learn more|resources?|who (?:wrote|published|proposed)|"
-    r"papers? (?:on|about|for|behind)|based on(?=\W*$))\b",
-    re.I,
-)
-# "give me the big picture", "what is this module about", "what do I need before starting"
-ASKS_ABOUT_MODULE = re.compile(
-    # "summarize Chinchilla's finding" asks about a topic, "give me a summary (of the module)" about the module.
-    r"\b(big picture|overview|summar\w*(?=(?:\s+(?:pls|please|plz))?\W*$|\s+(?:of\s+)?(?:(?:the|this)\s+)?"
-    r"(?:module|lesson|chapter|whole|track|course|everything|all|it|this)\b)|about this"
-    r"|this (?:module|lesson|chapter)|prerequisites?|before "
-    r"(?:starting|this(?! (?:conversation|chat|message|session))|i start)|audience|who is (?:it|this) for|main idea|"
-    r"in a nutshell)\b",
-    re.I,
-)
-# "AWQ protects salient channels, but how does it find them?": a part whose subject is a pronoun asks about the
-# part before it (alone, "find them from activation statistics" reads as the activation-outlier sentence). One
-# that compares ("..., and how is it different from pipeline parallel?") names a subject of its own. Nor is such a
-# clause a question of its own when a message is read clause by clause (`mentor.query.stands_alone`).
-ASKS_OF_BEFORE = re.compile(
-    r"^\W*(?:(?:and|but|so|also|then)\s+)?(?:(?:how|why|what|when|where|which)\s+)?"
-    r"(?:does|do|did|is|are|was|were|can|could|would|will|should)\s+(?:it|they|this|these|those|that)\b",
-    re.I,
-)
-COMPARES = re.compile(r"\b(?:differ\w*|compar\w*|versus|vs)\b", re.I)
-# How an answer should read, not what it is about: "zero in one sentence", "kaplan vs chinchilla, short version".
-FORMAT_REQUEST = re.compile(
-    r"[,;:(-]?\s*\b(?:in (?:one|a|1|two|2|a few|few|simple|plain) (?:sentences?|lines?|terms|english)|"
-    r"in (?:one|1|two|2|a few|few|simple|plain) words|"
-    r"(?:the )?(?:short|quick|brief|simple|tl;?dr) (?:version|answer)|briefly|in short|eli5|tl;?dr)\b\W*",
-    re.I,
-)
 # "does not fit", "doesn't fit", "can never fit": the word a negation denies.
 NEGATED = re.compile(r"(?:\bnot|n't|\bnever|\bcannot)\s+(?:\w+ly\s+)?(\w+)", re.I)
 HEAD = re.compile(r"^((?:\S+\s+){0,4}?\S+?)\s*(?::|\s—\s)")
-ASKS_REPEAT = re.compile(r"\b(again|repeat|once more|say that|restate|remind me)\b", re.I)
 # A unit that cannot stand alone: it points back ("those 84 GB", "that alone", "the same idea") early on, or
 # continues the line before it ("(vs fp16 weights ...)", "the optimizer state, not the weights, ...").
 POINTS_BACK = re.compile(r"^(?:\W*\w+\W+){0,4}?(?:those|these|that alone|this|the same|it|they)\b", re.I)
@@ -124,34 +59,28 @@ POINTS_BACK = re.compile(r"^(?:\W*\w+\W+){0,4}?(?:those|these|that alone|this|th
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """One thing a question asks: its words as written, its terms (numbers left out: they are arguments) and
-    its adjacent word pairs, numbers in ("stage 2")."""
+    """One thing a question asks, as the reader read it (spelling corrected, the module's glossary spelled out):
+    its terms (numbers left out: they are arguments) and its adjacent word pairs, numbers in ("stage 2")."""
 
     text: str
     terms: tuple[str, ...]
     pairs: tuple[tuple[str, str], ...] = ()
-    name: str = ""  # how the coverage sentence names it: the side of a comparison, or the clause
+    name: str = ""  # how the coverage sentence names it: the part as the learner wrote it
     words: tuple[str, ...] = ()  # every term, numbers and words the module lacks included
-    # The module's names the learner wrote ("Kaplan", "Chinchilla"): not those its jargon stands for ("vram" adds
-    # "GPU memory"), nor the module's subject (a name in more than `NAME_UNITS` units).
+    # The module's names the learner wrote ("Kaplan", "Chinchilla", "int4"), but for its subject (a name in more
+    # than `NAME_UNITS` units): a part naming two of them wants a unit on each.
     names: frozenset[str] = frozenset()
-    # What a word the module never uses stands for ("idling" -> "pipeline bubble"): the module's own phrase for
-    # what was asked, the only handle on it, so a unit using that phrase is about it.
-    phrases: frozenset[tuple[str, str]] = frozenset()
     # The terms the learner states rather than denies ("my model already fits on one GPU": "fit").
     affirmed: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, text: str, profile: ModuleProfile, name: str = "") -> Part:
         name = (name or text).strip(" ,;:?!.")
-        spelled = spell_out(text)  # "DP: what does each GPU hold? (data parallel)"
-        phrases = _meant(text, profile) if spelled != text else frozenset()  # most questions hold no jargon
-        text = spelled
         words = profile.words(text)
         pairs = tuple(dict.fromkeys(_pairs(words)))
         terms = profile.terms(text)
         affirmed = frozenset(terms) - negated(text)
-        return cls(text, terms, pairs, name, tuple(words), _names(name, profile), phrases, affirmed)
+        return cls(text, terms, pairs, name, tuple(words), _names(text, profile), affirmed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,74 +124,18 @@ class Selection:
     unanswered: list[Part]
 
 
-def question_parts(question: str, profile: ModuleProfile) -> list[Part]:
-    """The parts of a question: each of several questions, each side of a comparison; at most `MAX_PARTS`."""
-    parts: list[tuple[str, str]] = []
-    question = FORMAT_REQUEST.sub(" ", question).strip() or question
-    for clause in PART_BREAK.split(question):
-        parts.extend(_sides(clause.strip(), profile))
-    for i in range(1, len(parts)):
-        text, name = parts[i]
-        if ASKS_OF_BEFORE.match(text) and not COMPARES.search(text):
-            parts[i] = (f"{parts[i - 1][0]} {text}", name)
-    found = [part for text, name in parts if (part := Part.of(text, profile, name)).terms]
-    merged: list[Part] = []
-    for part in found:
-        # "why?" or "what happens then?" adds no topic of its own: it belongs to the part before it.
-        if merged and set(part.terms) <= set(merged[-1].terms) and set(part.pairs) <= set(merged[-1].pairs):
-            continue
-        merged.append(part)
-    if len(merged) > MAX_PARTS:
-        merged = [*merged[: MAX_PARTS - 1], Part.of(" ".join(p.text for p in merged[MAX_PARTS - 1 :]), profile)]
-    return merged or [Part.of(question, profile)]
-
-
-def _sides(clause: str, profile: ModuleProfile) -> list[tuple[str, str]]:
-    """A comparison's two sides, each with the rest of the clause as its frame; otherwise the clause.
-
-    Each as (text to score, name): "fp-16 vs bf16, which is more stable" -> ("fp-16 which is more stable",
-    "fp-16") and ("bf16 which is more stable", "bf16").
-    """
-    match = BETWEEN.search(clause) or COMPARISON.search(clause) or BOTH.match(clause)
-    if match is None:
-        return [(clause, clause)]
-    left = LEADING_FRAME.sub("", match.group("left"))
-    lead = match.group("left")[: len(match.group("left")) - len(left)]
-    # "what does bf16 give up compared with fp32": the left side is "bf16"; "give up" is asked of both sides.
-    words = left.split()
-    while len(words) > 1 and not profile.terms(words[-1]):
-        words.pop()
-    left, tail = " ".join(words), left[len(" ".join(words)) :]
-    right = match.group("right")
-    if not profile.terms(left) or not profile.terms(right):
-        return [(clause, clause)]
-    frame = f"{clause[: match.start()]} {lead} {tail} {clause[match.end() :]}"
-    frame = " ".join(frame.replace(",", " ").split())
-    return [(f"{left} {frame}".strip(), left), (f"{right} {frame}".strip(), right)]
-
-
 def _pairs(words: Sequence[str]) -> zip[tuple[str, str]]:
     """Adjacent words: a phrase found as a phrase."""
     return zip(words, words[1:], strict=False)
 
 
-def _meant(written: str, profile: ModuleProfile) -> frozenset[tuple[str, str]]:
-    """The module's phrases for the words of `written` it never uses ("idling" -> "pipeline bubble")."""
-    return frozenset(
-        pair
-        for word in written.split()
-        if not any(t in profile.term_weights for t in profile.terms(word))
-        for phrase in expansions(word)
-        for pair in _pairs(profile.words(phrase))
-    )
-
-
 def _names(written: str, profile: ModuleProfile) -> frozenset[str]:
-    """The module's names among the words the learner wrote, but for jargon ("TP", "vram") and the subject."""
-    names = {t for t in profile.terms(written) if t in profile.names and profile.unit_counts[t] <= NAME_UNITS}
-    if names:  # most questions name none: the jargon is looked for only when there is something to take it from
-        names -= {t for word in written.split() if expansions(word) for t in profile.terms(word)}
-    return frozenset(names)
+    """The module's names among the words the learner wrote ("Kaplan", or with a digit: "int4"), but its subject."""
+    return frozenset(
+        t
+        for t in profile.terms(written)
+        if (t in profile.names or any(ch.isdigit() for ch in t)) and 0 < profile.unit_counts.get(t, 0) <= NAME_UNITS
+    )
 
 
 @functools.lru_cache(maxsize=4096)  # a module's units recur in every question's candidates
@@ -292,8 +165,10 @@ def candidates(
     profile: ModuleProfile,
     *,
     allow_boilerplate: bool,
+    planted: frozenset[str] = frozenset(),
 ) -> list[Candidate]:
-    """Every quotable unit of the passages: no instruction-like text, no stub, no boilerplate unless asked."""
+    """Every quotable unit of the passages: no instruction-like text (`planted`: the units the reader reads as
+    instructions), no stub, no boilerplate unless asked."""
     found: list[Candidate] = []
     seen: set[str] = set()
     for passage in passages:
@@ -301,7 +176,7 @@ def candidates(
         title_terms = frozenset(tokenize(passage.section_title))
         for unit, vector, clause_vector in zip(units, vectors, clause_vectors, strict=True):
             text = unit.text
-            if text in seen or looks_like_injection(text) or len(text.split()) < MIN_WORDS:
+            if text in seen or text in planted or len(text.split()) < MIN_WORDS:
                 continue
             if not allow_boilerplate and text in profile.boilerplate:
                 continue
@@ -352,8 +227,7 @@ def read(view: View, title_terms: frozenset[str], part: Part, part_vector: np.nd
         profile.term_weights[t] * (1.0 if t in view.terms else TITLE_WEIGHT if t in title_terms else 0) for t in known
     )
     adjacent = sum(pair in view.pairs for pair in part.pairs) / len(part.pairs) if part.pairs else 0.0
-    meant = PAIR_WEIGHT if part.phrases & view.pairs else 0.0
-    return dense + LEXICAL_WEIGHT * shared / total + PAIR_WEIGHT * adjacent + meant
+    return dense + LEXICAL_WEIGHT * shared / total + PAIR_WEIGHT * adjacent
 
 
 def best_score(

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from mentor.answer import ChatInput
 from mentor.evaluate.golden import Case
-from mentor.safety import looks_like_injection
 
 if TYPE_CHECKING:
     from mentor.chat import ChatService
@@ -214,8 +213,8 @@ class SweepReport:
 
 
 def flagged(answered: AnsweredQuestion, text: str) -> bool:
-    """Whether the engine read `text` as instructions (today: the safety pattern the engine applies)."""
-    return looks_like_injection(text)
+    """Whether the engine read `text` as holding an instruction to the mentor: its own reading says so."""
+    return answered.reading is not None and answered.reading.instructed
 
 
 def case_rng(seed: int, kind: str, case_id: str) -> random.Random:

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from mentor.text.sentences import split_sentences
-from mentor.text.spelling import module_terms
-from mentor.text.tokens import ASKING, stems, tokenize
+from mentor.text.tokens import stems, tokenize
 from mentor.text.units import split_units
 
 # A section whose title names a reading list ("Go further", "Further reading", "Resources"); "Reference face"
@@ -51,8 +50,9 @@ class ModuleProfile:
     names: frozenset[str] = frozenset()
 
     def words(self, text: str) -> list[str]:
-        """A learner's text as the module spells it, in order, without words of asking ("stage", "2" kept)."""
-        return [t for t in module_terms(text, self.term_weights.keys()) if t not in ASKING]
+        """A question's terms, in order ("stage", "2" kept): read already (`mentor.understanding`), so spelt as the
+        module spells them."""
+        return tokenize(text)
 
     def terms(self, text: str) -> tuple[str, ...]:
         """The topic terms of a learner's text: its `words` without numbers, each once."""

@@ -1,0 +1,128 @@
+"""What an answer stands on: the message read once (`mentor.understanding`), the module's passages for it, and the
+calculators it asks for.
+
+One hybrid search for the question (after the earlier one it continues), and one more per part when it has
+several, each with the vector the reader already made: a part the module does not cover is set aside, and the
+passages of the parts it does are answered from. A question about the module's sources reads its reading list; one
+about the module itself, its opening; any other leaves both out (they share every topic's words and answer none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from mentor.answer import Turn
+from mentor.corpus import Chunk
+from mentor.engines.planner import PlannedCall, plan_tools
+from mentor.privacy import without_personal_details
+from mentor.retrieve import Passage, Retrieval, Retriever
+from mentor.text.profile import describes_module
+from mentor.understanding import Part, Reader, Reading
+from mentor.understanding.reader import ModuleWords
+
+BOILERPLATE_SLACK = 2  # passages read beyond `top_k`: a module's opening and its reading list
+ABOUT_MODULE = frozenset({"sources", "overview"})  # kinds answered from what describes the module
+SURE = 0.8  # a part set aside is named as left out only when it surely asks something of its own
+
+
+@dataclass(frozen=True, slots=True)
+class Grounds:
+    """What the answer stands on: the reading, the passages, the calculator plan."""
+
+    reading: Reading
+    retrieval: Retrieval
+    plan: list[PlannedCall]
+    set_aside: bool = False  # a part of the message the module does not cover was left out
+
+    @property
+    def answerable(self) -> bool:
+        """Whether the module covers it: relevant passages, a calculation about its topics, or a question about
+        the module itself or its sources that names no concept the module lacks."""
+        reading = self.reading
+        about = any(reading.surely(kind) for kind in ABOUT_MODULE) and not reading.lacking
+        return bool(reading.question) and (self.retrieval.in_scope or bool(self.plan) or about)
+
+
+def consult(
+    message: str, history: tuple[Turn, ...], *, module_id: str, reader: Reader, retriever: Retriever, top_k: int
+) -> Grounds:
+    """Read `message` after its conversation, search the module for it, and plan its calculators (blocking)."""
+    index = retriever.modules[module_id]
+    previous = _previous(history, reader, index.words)
+    reading = reader.read(without_personal_details(message) or message, previous=previous, words=index.words)
+    retrieval = _search(retriever, reading.query, reading, module_id, top_k)
+    set_aside = False
+    if len(reading.parts) > 1:
+        searched = [(p, _search(retriever, p.text, reading, module_id, top_k, p.vector)) for p in reading.parts]
+        covered = [r for _, r in searched if r.in_scope]
+        # Only a question of its own left out is said to be ("What's the capital of France? And how does ZeRO-3
+        # work?"), not chat beside the question ("ssn 078-05-1120 btw.") nor a fragment of it.
+        set_aside = bool(covered) and any(not r.in_scope and _asks_alone(p) for p, r in searched)
+        if covered:
+            retrieval = _merged(retrieval if retrieval.in_scope else covered[0], covered, top_k)
+    earlier = tuple(turn.asked or turn.question for turn in history)
+    plan = plan_tools(reading.question, earlier) if reading.question else []
+    return Grounds(reading, retrieval, plan, set_aside)
+
+
+def _asks_alone(part: Part) -> bool:
+    """True for a part that surely asks a question of its own."""
+    return part.asks >= SURE and part.alone >= SURE
+
+
+def _previous(history: tuple[Turn, ...], reader: Reader, words: ModuleWords) -> str:
+    """The question the conversation's last turn asked, as read: stored with the turn, or read now (a conversation
+    the client holds arrives without it)."""
+    if not history:
+        return ""
+    last = history[-1]
+    return last.asked if last.asked else reader.read(without_personal_details(last.question), words=words).question
+
+
+def _search(retriever: Retriever, query: str, reading: Reading, module_id: str, top_k: int, vector=None) -> Retrieval:
+    """One hybrid search; the module's opening and reading list only when the question is about them."""
+    if not query:
+        query = reading.message.strip() or "?"
+        vector = None
+    else:
+        vector = reading.vector if vector is None else vector
+    retrieval = retriever.search(query, module_id, top_k + BOILERPLATE_SLACK, vector=vector)
+    if any(reading.surely(kind) for kind in ABOUT_MODULE):
+        # A question about the module's sources or the module itself is answered from what describes it: its
+        # reading list and its opening join the passages, whatever their rank.
+        index = retriever.modules[module_id]
+        return with_chunks(retrieval, [c for c in index.chunks if describes_module(c)], module_id)
+    retrieval = without_boilerplate(retrieval)
+    return replace(retrieval, passages=retrieval.passages[:top_k])
+
+
+def _merged(first: Retrieval, parts: list[Retrieval], top_k: int) -> Retrieval:
+    """The question's passages with each covered part's best ones added (so every part has its own), renumbered."""
+    passages: dict[str, Passage] = {}
+    for depth in range(top_k):
+        for retrieval in (first, *parts):
+            if depth < len(retrieval.passages) and len(passages) < top_k + len(parts):
+                passages.setdefault(retrieval.passages[depth].chunk_id, retrieval.passages[depth])
+    ranked = [replace(p, rank=rank) for rank, p in enumerate(passages.values(), start=1)]
+    relevance = max(r.relevance for r in (first, *parts))
+    return replace(first, passages=ranked, relevance=relevance, in_scope=True)
+
+
+def with_chunks(retrieval: Retrieval, chunks: list[Chunk], module_id: str) -> Retrieval:
+    """`retrieval` with `chunks` added after its passages (those it lacks), ranked after them."""
+    have = {p.chunk_id for p in retrieval.passages}
+    added = [c for c in chunks if c.id not in have]
+    start = len(retrieval.passages) + 1
+    extra = [
+        Passage(
+            c.id, module_id, c.module_version, c.section_id, c.section_title, c.position, c.text, rank, 0.0, 0.0, 0.0
+        )
+        for rank, c in enumerate(added, start=start)
+    ]
+    return replace(retrieval, passages=[*retrieval.passages, *extra])
+
+
+def without_boilerplate(retrieval: Retrieval) -> Retrieval:
+    """`retrieval` without the module's opening and reading-list passages, the rest renumbered from 1."""
+    kept = [p for p in retrieval.passages if not describes_module(p)]
+    return replace(retrieval, passages=[replace(p, rank=rank) for rank, p in enumerate(kept, start=1)])

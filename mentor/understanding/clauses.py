@@ -1,0 +1,53 @@
+"""A message cut into clauses by its formal syntax alone: sentence ends, line breaks, semicolons, Markdown rules and
+fences, chat-template tokens and pseudo-tags ("[INST]", "<|im_start|>", "<system>"), and a role object pasted as
+JSON. What each clause does (asks, instructs, chats) is decided from examples (`mentor.understanding.acts`), never
+from the words here.
+
+Commas are not boundaries: they are offered as *candidate* cuts (`comma_cuts`), which the reader takes only when
+both sides read as questions of their own ("which paper for Chinchilla, and who wrote the ZeRO paper?"), so a
+condition stays with its question ("if my model fits on one GPU, which parallelism?").
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Every pattern starts its match at a boundary character or after a non-space (`(?<!\s)`), so a run of spaces is
+# matched once from its start: trying every start inside a 4,000-space message was quadratic.
+BOUNDARY = re.compile(
+    r"(?<=[.!?])\s+(?=\S)"  # a sentence end before the next word ("1.4T" and "e.g." have no space after the dot)
+    r"|(?<=\?)(?=\w)"  # a question mark right before more words: "zero?how does ..."
+    r"|(?<![^\S\n\r])[^\S\n\r]*[\n\r]+\s*"  # a line break, with the spaces around it
+    r"|(?<!\s)\s*;\s*"  # a semicolon
+    r"|(?<!\s)\s*(?:`{3,}|~{3,})\w*\s*"  # a code fence
+    r"|(?<![\s#=*_<>~-])\s*(?:#{2,}|-{3,}|={3,}|\*{3,}|_{3,}|>{3,}|<{3,})\s*"  # Markdown rules, "### ... ###"
+    r"|(?<!\s)\s*(?:<\|[^|<>]{1,30}\|>|\[/?[A-Z]{2,10}\]|<</?[A-Z]{2,10}>>|</?[A-Za-z][\w-]{0,30}>)\s*"  # tokens
+    r"|(?<!\s)\s*(\{[^{}]{0,200}\"role\"[^{}]{0,400}\})\s*",  # a chat message pasted as JSON: a clause of its own
+)
+# A chat template's own syntax in a learner's message is an attempt to speak as the system (formal, not wording).
+TEMPLATE = re.compile(r"<\|[^|<>]{1,30}\|>|\[/?INST\]|<</?SYS>>|\{[^{}]{0,200}\"role\"\s*:")
+COMMA = re.compile(r"[,:]\s+")
+WORDY = re.compile(r"\w")  # a piece of marks and rules ("---", "!!!") is no clause
+
+
+def normalise(message: str) -> str:
+    """NFKC (fullwidth letters and compatibility forms as their plain selves), no control characters but line
+    breaks and tabs."""
+    text = unicodedata.normalize("NFKC", message)
+    return "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch)[0] != "C")
+
+
+def split_clauses(message: str) -> list[str]:
+    """The message's clauses in order, each stripped; pieces without a word character are dropped."""
+    return [piece.strip() for piece in BOUNDARY.split(message) if piece and WORDY.search(piece)]
+
+
+def comma_cuts(clause: str) -> list[tuple[str, str]]:
+    """Each way to cut `clause` in two at a comma or a colon: (before, after), both with words."""
+    cuts = []
+    for match in COMMA.finditer(clause):
+        before, after = clause[: match.start()].strip(), clause[match.end() :].strip()
+        if WORDY.search(before) and WORDY.search(after):
+            cuts.append((before, after))
+    return cuts

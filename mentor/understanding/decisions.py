@@ -1,0 +1,150 @@
+"""The decisions the reader makes, each built once per process from its labelled examples (package data, general
+across subjects: no module's wording) and the embedder:
+
+- `acts`: what a clause does: asks (question), tries to instruct the mentor (instruction), or chats (chatter);
+- `kinds`: the kind of answer a question wants (`mentor.understanding.reading.KINDS`);
+- `standalone`: whether a message can be understood on its own ("self") or leans on the turn before ("depends");
+- `continues`: whether a message continues the previous question: a regression over how much it leans on the turn
+  before (`standalone`) and how close it is to it, trained on labelled pairs of consecutive messages;
+- `lacking`: which words name a topic the module lacks (`mentor.understanding.lacking`, from the module's
+  calibration questions).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+
+from mentor.embeddings import Embedder, embed_cached
+from mentor.errors import InvalidInput
+from mentor.understanding.examples import Classifier, Labelled, load_labelled
+from mentor.understanding.lacking import LackingModel
+from mentor.understanding.reading import CHATTER, QUESTION
+from mentor.understanding.spelling import Speller
+
+EXAMPLES = Path(__file__).parent / "examples"
+MIXES = 200  # questions made from the examples: chat beside a question
+JOINTS = (" ", ", ", ": ", " - ", "... ")  # marks alone: no word is written into an example
+_BUILT: dict[tuple[str, int], ContinuesModel] = {}
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """Two consecutive learner messages, and whether the second continues the first."""
+
+    previous: str
+    message: str
+    continues: bool
+
+
+def load_pairs(path: Path) -> list[Pair]:
+    """Read `{"previous", "message", "continues"}` lines."""
+    pairs = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            pairs.append(Pair(str(row["previous"]), str(row["message"]), bool(row["continues"])))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidInput(f"{path}:{number}: expected previous, message and continues") from exc
+    return pairs
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ContinuesModel:
+    """Does a message continue the question before it? From how much it leans back and how close it is."""
+
+    standalone: Classifier
+    model: LogisticRegression
+
+    def features(self, message: np.ndarray, previous: np.ndarray) -> list[float]:
+        """P(the message leans on the turn before), and its similarity to the previous question."""
+        return [self.standalone.probability(message, "depends"), float(message @ previous)]
+
+    def probability(self, message: np.ndarray, previous: np.ndarray) -> float:
+        """The probability that `message` continues `previous`."""
+        return float(self.model.predict_proba(np.asarray([self.features(message, previous)]))[0, 1])
+
+    @classmethod
+    def fit(cls, standalone: Classifier, vectors: np.ndarray, pairs: list[Pair]) -> ContinuesModel:
+        """Train on labelled pairs; `vectors` holds each pair's previous then message vector, in order."""
+        depends = standalone.probabilities(vectors[1::2])[:, standalone.labels.index("depends")]
+        similarity = np.einsum("ij,ij->i", vectors[0::2], vectors[1::2])
+        x = np.column_stack([depends, similarity])
+        model = LogisticRegression(class_weight="balanced").fit(x, [p.continues for p in pairs])
+        return cls(standalone, model)
+
+    @classmethod
+    def load(cls, path: Path, standalone: Classifier, embedder: Embedder, *, cache_dir: Path | None) -> ContinuesModel:
+        """The model of a pairs file, built once per file version and embedder in a process."""
+        stat = path.stat()
+        key = (f"{path.resolve()}:{stat.st_mtime_ns}:{stat.st_size}", id(embedder))
+        with _LOCK:
+            built = _BUILT.get(key)
+            if built is None:
+                pairs = load_pairs(path)
+                texts = [text for p in pairs for text in (p.previous, p.message)]
+                vectors = embed_cached(embedder, texts, cache_dir, kind="examples-follow-ups")
+                built = _BUILT[key] = cls.fit(standalone, vectors, pairs)
+        return built
+
+
+def act_examples(examples: Path, *, mixes: int = MIXES, seed: int = 0) -> list[Labelled]:
+    """The clause examples, every example question of the other files (asking, each), and chat joined to a question
+    by marks alone (a question: "sorry if dumb q but ...", "... exam tmrw lol").
+
+    Two more augmentations were tried and dropped, measured on the robustness sweeps' order-like wrappers (share of
+    messages the clause decision reads as possibly instructing, at 0.5): an order joined to a question as a label of
+    its own 0.546 (it took "context: question" for "order: question"), halves of the examples 0.046, neither 0.023.
+    """
+    rows = load_labelled(examples / "acts.jsonl", "act")
+    asked = [r.text for name in ("kinds", "standalone") for r in load_labelled(examples / f"{name}.jsonl", "label"
+             if name == "standalone" else "kind")]  # fmt: skip
+    rows += [Labelled(text, QUESTION) for text in asked]
+    chat = [r.text.rstrip(" .!") for r in rows if r.label == CHATTER]
+    questions = [r.text for r in rows if r.label == QUESTION]
+    rng = random.Random(seed)
+    for _ in range(mixes):
+        a, q, joint = rng.choice(chat), rng.choice(questions), rng.choice(JOINTS)
+        rows.append(Labelled(f"{a}{joint}{q}" if rng.random() < 0.7 else f"{q}{joint}{a}", QUESTION))
+    return rows
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Decisions:
+    """Every decision the reader makes, built once."""
+
+    acts: Classifier
+    kinds: Classifier
+    standalone: Classifier
+    continues: ContinuesModel
+    lacking: LackingModel
+
+    @classmethod
+    def load(
+        cls,
+        embedder: Embedder,
+        *,
+        spellers: dict[str, Speller],
+        lacking_examples: Path | None,
+        cache_dir: Path | None = None,
+        examples: Path = EXAMPLES,
+    ) -> Decisions:
+        """Build every decision from the example files in `examples` (and the lacking-topic calibration file)."""
+        acts = Classifier.build("acts", act_examples(examples), embedder, cache_dir=cache_dir)
+        kinds_rows = load_labelled(examples / "kinds.jsonl", "kind")
+        kinds = Classifier.build("kinds", kinds_rows, embedder, cache_dir=cache_dir)
+        standalone_rows = load_labelled(examples / "standalone.jsonl", "label")
+        standalone = Classifier.build("standalone", standalone_rows, embedder, cache_dir=cache_dir)
+        continues = ContinuesModel.load(examples / "follow_ups.jsonl", standalone, embedder, cache_dir=cache_dir)
+        messages = [row.text for row in act_examples(examples, mixes=0)]
+        lacking = LackingModel.load(lacking_examples, spellers, messages)
+        return cls(acts, kinds, standalone, continues, lacking)

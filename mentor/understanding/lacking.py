@@ -1,0 +1,194 @@
+"""Which words of a question name a topic the module lacks, as opposed to typos, chat and ordinary words.
+
+A candidate is a word the module never uses, in any inflection, that the speller could not take to one of the
+module's words and that is not a stop word or a number. Whether it names a topic is a logistic regression over
+how the word looks, trained on the labelled questions of `eval/calibration/lacking.jsonl` (each lists the
+concepts its question names that the module lacks): how common the word is in English (wordfreq: "exam" and
+"lol" are common, "qlora" and "fp8" are not), whether it carries a digit or a capital inside ("fp8", "LoRA"), and
+its length. A slip of the keyboard for a much more common English word ("teh", "diffrence") is a typo, never a
+candidate (`mentor.understanding.spelling.english_correction`).
+The concept is named as the learner wrote it, with the module word before it that it qualifies ("gradient
+accumulation": the module says "gradients", never "accumulation").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import fbeta_score
+from sklearn.model_selection import cross_val_predict
+
+from mentor.errors import InvalidInput
+from mentor.text.tokens import stems
+from mentor.understanding.examples import FOLDS
+from mentor.understanding.spelling import Speller, english_correction, frequency
+
+WORD = re.compile(r"[0-9]*[A-Za-z][A-Za-z0-9_]*(?:'[a-z]+)?")  # "1F1B", "fp8", "don't"
+QUANTITY = re.compile(r"\d+(?:\.\d+)?[A-Za-z]{0,3}")  # "30B", "80GB", "4k": a number and its unit, not a word
+QUALIFIER_FREQUENCY = 4.0  # a module word rarer than this may qualify the concept after it ("gradient" 3.5)
+BETA = 0.5  # the threshold maximises F-beta on held-back folds: naming a typo as a topic is worse than missing one
+_BUILT: dict[str, LackingModel] = {}
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """A word of the message, where it stands, and whether the module knows it."""
+
+    written: str
+    start: int
+    end: int
+    known: bool  # the module uses it (or the speller took it to a word it uses)
+    candidate: bool  # neither known, a stop word, nor a number: it may name a topic the module lacks
+
+
+def words_of(text: str, speller: Speller) -> list[Word]:
+    """The message's words, each told known to the module, or a candidate for a topic it lacks."""
+    found = []
+    for match in WORD.finditer(text):
+        written = match.group(0)
+        lower = written.lower()
+        stop = lower in ENGLISH_STOP_WORDS or "'" in lower or len(lower) < 2 or QUANTITY.fullmatch(lower) is not None
+        known = (
+            speller.knows(lower) or bool(speller.lexicon.expansions(lower)) or speller.correction(written) is not None
+        )
+        # A slip of the keyboard for a common English word ("teh", "diffrence", "srry") is a typo, never a topic.
+        typo = not known and not stop and lower.isalpha() and english_correction(lower) is not None
+        found.append(Word(written, match.start(), match.end(), known and not stop, not (known or stop or typo)))
+    return found
+
+
+def features(written: str, asking: Mapping[str, int]) -> list[float]:
+    """How a word looks: its English frequency, how many of the example messages (questions, chat and orders on
+    every subject) use it, a digit, a capital inside, its length. A word many learners use whatever they ask about
+    ("module", "cite", "tips", "tmrw") is a word of asking, not a topic."""
+    lower = written.lower()
+    return [
+        frequency(lower),
+        math.log1p(asking.get(stems([lower])[0], 0)),
+        float(any(ch.isdigit() for ch in lower)),
+        float(any(ch.isupper() for ch in written[1:])),
+        math.log(len(lower)),
+    ]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LackingModel:
+    """The regression telling a topic word from a typo, chat or an ordinary word, and its threshold."""
+
+    model: LogisticRegression | None
+    asking: Mapping[str, int] = field(default_factory=dict)  # example messages using each word
+    threshold: float = 0.5
+
+    def is_topic(self, written: str) -> bool:
+        """True when the word names a topic (only asked of words the module does not know)."""
+        if self.model is None:
+            return False
+        probability = self.model.predict_proba(np.asarray([features(written, self.asking)]))[0, 1]
+        return float(probability) >= self.threshold
+
+    def lacking(self, text: str, speller: Speller) -> tuple[str, ...]:
+        """The concepts `text` names that the module lacks, as written, each once."""
+        words = words_of(text, speller)
+        names: dict[str, None] = {}
+        index = 0
+        while index < len(words):
+            if not (words[index].candidate and self.is_topic(words[index].written)):
+                index += 1
+                continue
+            first = last = index
+            while last + 1 < len(words) and words[last + 1].candidate and self.is_topic(words[last + 1].written):
+                last += 1
+            # The module word right before it that it qualifies: "gradient accumulation", "8-bit adam".
+            before = words[first - 1] if first > 0 else None
+            if before is not None and before.known and _adjacent(text, before, words[first]) and _specific(before):
+                first -= 1
+            names.setdefault(text[words[first].start : words[last].end].lower(), None)
+            index = last + 1
+        return tuple(names)
+
+    @classmethod
+    def load(cls, path: Path | None, speller_of: dict[str, Speller], examples: Sequence[str]) -> LackingModel:
+        """The model trained on `path`'s labelled questions (each module's with that module's speller), with the
+        words of asking counted in the `examples` messages."""
+        if path is None or not path.is_file():
+            return cls(None)
+        stat = path.stat()
+        key = f"{path.resolve()}:{stat.st_mtime_ns}:{stat.st_size}:{len(examples)}"
+        with _LOCK:
+            if key not in _BUILT:
+                asking = Counter(t for text in examples for t in set(stems(WORD.findall(text.lower()))))
+                _BUILT[key] = cls.fit(training_words(load_questions(path), speller_of), asking)
+            return _BUILT[key]
+
+    @classmethod
+    def fit(cls, labelled: Sequence[tuple[str, bool]], asking: Mapping[str, int]) -> LackingModel:
+        """Train on (word as written, names a topic) pairs; the threshold is the one that names topics best
+        (F-beta, `BETA`) on folds held back from training."""
+        if len({topic for _, topic in labelled}) < 2:
+            return cls(None)
+        x = np.asarray([features(word, asking) for word, _ in labelled])
+        y = np.asarray([topic for _, topic in labelled])
+        held_back = cross_val_predict(_regression(), x, y, cv=FOLDS, method="predict_proba")[:, 1]
+        thresholds = np.linspace(0.3, 0.9, 61)
+        best = max(thresholds, key=lambda t: fbeta_score(y, held_back >= t, beta=BETA))
+        return cls(_regression().fit(x, y), dict(asking), float(best))
+
+
+@dataclass(frozen=True, slots=True)
+class LackingQuestion:
+    """A labelled question: its module, its text, the concepts it names that the module lacks."""
+
+    module_id: str
+    text: str
+    lacking: tuple[str, ...]
+
+
+def load_questions(path: Path) -> list[LackingQuestion]:
+    """Read `{"module_id", "q", "lacking": [...]}` lines."""
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            rows.append(LackingQuestion(str(row["module_id"]), str(row["q"]), tuple(map(str, row["lacking"]))))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidInput(f"{path}:{number}: expected module_id, q and a lacking list") from exc
+    return rows
+
+
+def training_words(rows: Sequence[LackingQuestion], speller_of: dict[str, Speller]) -> list[tuple[str, bool]]:
+    """Every candidate word of the labelled questions, labelled a topic when it sits in a lacking concept."""
+    labelled = []
+    for row in rows:
+        speller = speller_of.get(row.module_id)
+        if speller is None:
+            continue
+        concepts = {w.lower() for concept in row.lacking for w in WORD.findall(concept)}
+        labelled += [(w.written, w.written.lower() in concepts) for w in words_of(row.text, speller) if w.candidate]
+    return labelled
+
+
+def _regression() -> LogisticRegression:
+    return LogisticRegression(class_weight="balanced", max_iter=1000)
+
+
+def _specific(word: Word) -> bool:
+    """True for a word rare enough in English to name a kind of thing ("gradient"), not to ask ("does")."""
+    return any(ch.isdigit() for ch in word.written) or frequency(word.written.lower()) < QUALIFIER_FREQUENCY
+
+
+def _adjacent(text: str, before: Word, after: Word) -> bool:
+    """True when only a space or a hyphen stands between two words."""
+    return text[before.end : after.start] in (" ", "-")

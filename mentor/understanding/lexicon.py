@@ -1,0 +1,63 @@
+"""What the reader knows of one module's words: the words it uses (spelling is corrected toward them first), their
+stems, and its glossary (the module's shorthand as learners write it, from the module's front matter).
+
+A glossary entry is matched on whole words, in any case, with hyphens and spaces inside a term ignored and
+inflections alike: the entry "zero-3" matches "ZeRO3", "zero 3" and "Zero-3"; "idle" matches "idling". What it
+stands for is added beside the learner's words ("DP: what does each GPU hold? (data parallel)"), never in their
+place, so both the learner's term and the module's are searched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from mentor.text.tokens import stems
+
+WORD = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")  # a word as the glossary and the speller read it: "torch_dtype" is one
+LONGEST = 4  # words in the longest glossary term a learner writes ("one token at a time" is five: it is its own key)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Lexicon:
+    """One module's words, their stems, and its glossary (normalised term -> the module's words for it)."""
+
+    words: frozenset[str] = frozenset()
+    stems: frozenset[str] = frozenset()
+    glossary: Mapping[str, str] = field(default_factory=dict)
+    longest: int = 1  # words in the longest glossary term
+
+    @classmethod
+    def of(cls, texts: Iterable[str], glossary: Iterable[tuple[str, str]] = ()) -> Lexicon:
+        """The lexicon of a module's texts (its chunks) and its glossary entries."""
+        words = frozenset(w for text in texts for w in WORD.findall(text.lower()))
+        terms = {_key(term): expansion for term, expansion in glossary}
+        longest = max((len(WORD.findall(term.lower())) for term, _ in glossary), default=1)
+        known = words | {w for term, _ in glossary for w in WORD.findall(term.lower())}
+        return cls(known, frozenset(stems(sorted(known))), terms, longest)
+
+    def expansions(self, text: str) -> list[str]:
+        """What the glossary terms in `text` stand for, in order of appearance, each once."""
+        tokens = WORD.findall(text.lower())
+        if not self.glossary or not tokens:
+            return []
+        stemmed = stems(tokens)
+        found: dict[str, None] = {}
+        for start in range(len(tokens)):
+            for size in range(min(self.longest, len(tokens) - start), 0, -1):
+                expansion = self.glossary.get("".join(stemmed[start : start + size]))
+                if expansion is not None:
+                    found.setdefault(expansion, None)
+                    break
+        return list(found)
+
+    def spell_out(self, text: str) -> str:
+        """`text` with what its glossary terms stand for added in brackets: "z3?" -> "z3? (ZeRO stage 3)"."""
+        found = self.expansions(text)
+        return f"{text} ({', '.join(found)})" if found else text
+
+
+def _key(term: str) -> str:
+    """A glossary term as it is looked up: its words stemmed and joined ("zero-3" -> "zero3")."""
+    return "".join(stems(WORD.findall(term.lower())))

@@ -1,0 +1,115 @@
+"""What a learner's message says, read once, before retrieval: the typed record every later stage takes.
+
+Retrieval searches `query` with `vector`, once for the whole question and once more per part when there are
+several; the planner reads `question`; the engines answer `parts` by their `kind` and name what is `lacking`;
+the grounding check and the signal record read `question` (the question as read). Nothing downstream parses
+the message again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SURE_KIND = 0.7  # a kind decided at least this surely changes what is searched (see `Reading.surely`)
+# What a clause does.
+QUESTION, INSTRUCTION, CHATTER = "question", "instruction", "chatter"
+ACTS = (QUESTION, INSTRUCTION, CHATTER)
+# The kind of answer a part wants.
+KINDS = (
+    "definition",
+    "explanation",
+    "comparison",
+    "choice",
+    "verdict",
+    "calculation",
+    "procedure",
+    "sources",
+    "overview",
+    "repeat",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    """A clause of the message as written, and what it does (`ACTS`), with the decision's probability."""
+
+    text: str
+    act: str
+    confidence: float
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Part:
+    """One thing the message asks: its text as read (spelling corrected, the module's glossary spelled out, after
+    the part it leans on), as written, the kind of answer it wants, its vector, and the concepts it names that the
+    module lacks."""
+
+    text: str
+    written: str
+    kind: str
+    vector: np.ndarray = field(repr=False)
+    lacking: tuple[str, ...] = ()
+    asks: float = 1.0  # how surely it is a question (not chat)
+    alone: float = 1.0  # how surely it stands on its own (not a follow-up of the part before it)
+    kind_confidence: float = 1.0  # how surely it wants that kind of answer
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Reading:
+    """A message, read once."""
+
+    message: str
+    clauses: tuple[Clause, ...]
+    parts: tuple[Part, ...]
+    # The question as read: the asking clauses, corrected and spelled out; "" when the message asks nothing.
+    question: str
+    # What retrieval searches and the scope decision reads: the question, after the earlier one it continues.
+    query: str
+    vector: np.ndarray = field(repr=False)
+    continues: bool = False
+    previous: str = ""  # the earlier question, as read, that this one continues ("" for a new topic)
+    corrections: tuple[tuple[str, str], ...] = ()  # (as written, as read)
+
+    @property
+    def kind(self) -> str:
+        """The kind of answer the message wants: its first part's ("other" when it asks nothing)."""
+        return self.parts[0].kind if self.parts else "other"
+
+    def surely(self, kind: str) -> bool:
+        """True when the message surely wants this kind of answer (`SURE_KIND`): what a kind changes in retrieval
+        (the module's reading list or opening joins the passages) is only worth doing when it is clear."""
+        return bool(self.parts) and self.parts[0].kind == kind and self.parts[0].kind_confidence >= SURE_KIND
+
+    @property
+    def instructions(self) -> tuple[str, ...]:
+        """The clauses that try to instruct the mentor: kept out of every later step."""
+        return tuple(c.text for c in self.clauses if c.act == INSTRUCTION)
+
+    @property
+    def instructed(self) -> bool:
+        """True when the message holds an instruction to the mentor."""
+        return any(c.act == INSTRUCTION for c in self.clauses)
+
+    @property
+    def chatter_only(self) -> bool:
+        """True for a message that only chats ("hi", "thanks!"): no question, no instruction."""
+        return bool(self.clauses) and all(c.act == CHATTER for c in self.clauses)
+
+    @property
+    def lacking(self) -> tuple[str, ...]:
+        """The concepts the message names that the module lacks, each once."""
+        return tuple(dict.fromkeys(name for part in self.parts for name in part.lacking))
+
+    def summary(self) -> dict[str, object]:
+        """The reading as the API, the signal record and the eval show it."""
+        return {
+            "question": self.question,
+            "kind": self.kind,
+            "parts": [{"text": p.written, "kind": p.kind, "lacking": list(p.lacking)} for p in self.parts],
+            "continues": self.continues,
+            "instructed": self.instructed,
+            "lacking": list(self.lacking),
+            "corrections": [list(pair) for pair in self.corrections],
+        }

@@ -1,0 +1,137 @@
+"""Learners' misspellings corrected by libraries: toward the module's own words first, ordinary English second.
+
+wordfreq (word frequencies of web, books and chat text, in its package) says how common a word is; rapidfuzz finds
+the words one or two edits away (optimal string alignment: a letter extra, missing, wrong, or two swapped). Chosen
+over symspellpy: one frequency source answers both questions the reader asks ("is this a typo?" and "is this an
+ordinary word, not a topic?"), its vocabulary knows chat ("lol", "idk", "thx"), and nothing is precomputed at start
+(symspellpy's 82,765-word dictionary with two edits builds its delete index for about a second and 100 MB).
+
+- A word the module uses (or one of its inflections), a number or a glossary term is kept.
+- A word more common than `ORDINARY` is kept: "bread" is a word, not a typo of "read".
+- Else, the module's nearest word within `edits` is taken ("paralel" -> "parallel", "pipline" -> "pipeline",
+  "quantisation" -> "quantization"), in the text retrieval searches.
+- English is the second opinion, never a rewrite: `english_correction` tells that "teh" is one edit from "the",
+  which is far more common. Whether such a word is a typo or a topic the module lacks ("dosent" or "qlora", one
+  edit from "flora") is decided from labelled examples (`mentor.understanding.lacking`), with this as one feature.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from rapidfuzz import process
+from rapidfuzz.distance import OSA
+from wordfreq import top_n_list, zipf_frequency
+
+from mentor.text.tokens import stems
+from mentor.understanding.lexicon import Lexicon
+
+LANGUAGE = "en"
+ORDINARY = 3.5  # Zipf frequency (log10 per billion words) of an ordinary word: "exam" 4.3, "mentor" 3.9, "qlora" 0
+MORE_COMMON = 1.5  # an English correction is this much more common than the word written ("dosent" 2.4 -> "doesnt" 4.1)
+ENGLISH_WORDS = 40_000  # the English words a typo may be of: wordfreq's most frequent, letters only
+MIN_LETTERS = 4  # shorter words are left alone: "tp" is no typo of "to", "awq" none of "aw"
+TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9']*[A-Za-z0-9]")
+DIGITS = re.compile(r"\d+")
+MAX_CORRECTED = 16  # a pasted page of names is not respelled word by word (each look-up costs a few milliseconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """One word as written and as read."""
+
+    written: str
+    read: str
+
+
+def edits(word: str) -> int:
+    """How many edits a word of this length may be from the word it was meant to be."""
+    return 1 if len(word) < 8 else 2
+
+
+@functools.cache
+def _english_by_length() -> dict[int, list[str]]:
+    """wordfreq's most frequent words, letters only, grouped by length (loaded once, ~15 ms)."""
+    by_length: dict[int, list[str]] = {}
+    for word in top_n_list(LANGUAGE, ENGLISH_WORDS):
+        if word.isalpha():
+            by_length.setdefault(len(word), []).append(word)
+    return by_length
+
+
+@functools.lru_cache(maxsize=8192)
+def frequency(word: str) -> float:
+    """The word's Zipf frequency in English (0 for a word wordfreq never saw)."""
+    return zipf_frequency(word, LANGUAGE)
+
+
+@functools.lru_cache(maxsize=4096)
+def english_correction(word: str) -> str | None:
+    """The much more common English word that `word` is one slip of the keyboard away from, if there is one.
+
+    A slip keeps the first letter (few typos change it: "flora" is no typo of "qlora"), and does not swap the last
+    one for another ("lora" is no typo of "lord"); a three-letter word only swaps two letters ("teh").
+    """
+    own = frequency(word)
+    lists = _english_by_length()
+    candidates = [w for size in (len(word) - 1, len(word), len(word) + 1) for w in lists.get(size, ())]
+    found = [w for w, _, _ in process.extract(word, candidates, scorer=OSA.distance, score_cutoff=1, limit=None)]
+    slips = [w for w in found if w != word and _slip(word, w)]
+    best = max(slips, key=frequency, default=None)
+    return best if best is not None and frequency(best) >= own + MORE_COMMON else None
+
+
+def _slip(written: str, meant: str) -> bool:
+    """True when `written` is `meant` with one slip of the keyboard (see `english_correction`)."""
+    if written[0] != meant[0]:
+        return False
+    if len(written) != len(meant):
+        return len(written) >= MIN_LETTERS
+    swapped = sorted(written) == sorted(meant)
+    return swapped or (len(written) >= MIN_LETTERS and written[-1] == meant[-1])
+
+
+class Speller:
+    """Corrects a learner's words toward one module's words."""
+
+    def __init__(self, lexicon: Lexicon) -> None:
+        self.lexicon = lexicon
+        self._candidates = sorted(w for w in lexicon.words if w.isalnum() and len(w) >= MIN_LETTERS)
+        self._module = functools.lru_cache(maxsize=4096)(self._nearest_module_word)
+
+    def correct(self, text: str) -> tuple[str, tuple[Correction, ...]]:
+        """`text` with its misspelt words replaced, and what was corrected."""
+        corrections: list[Correction] = []
+
+        def fix(match: re.Match[str]) -> str:
+            written = match.group(0)
+            if len(corrections) >= MAX_CORRECTED:
+                return written
+            found = self.correction(written)
+            if found is not None:
+                corrections.append(found)
+                return found.read
+            return written
+
+        return TOKEN.sub(fix, text), tuple(corrections)
+
+    def correction(self, written: str) -> Correction | None:
+        """The correction of one word, or None when it is kept as written."""
+        word = written.lower()
+        if len(word) < MIN_LETTERS or "'" in word or word.isdigit() or self.knows(word) or frequency(word) >= ORDINARY:
+            return None
+        nearest = self._module(word)
+        return None if nearest is None else Correction(written, nearest)
+
+    def knows(self, word: str) -> bool:
+        """True for a word the module uses, in this form or another of the same stem ("gradient", "gradients")."""
+        return word in self.lexicon.words or stems([word])[0] in self.lexicon.stems
+
+    def _nearest_module_word(self, word: str) -> str | None:
+        """The module's word within `edits` of `word`, never one with other digits ("h100s" is "h100"; "int2" is
+        not "int4")."""
+        digits = DIGITS.findall(word)
+        found = process.extract(word, self._candidates, scorer=OSA.distance, score_cutoff=edits(word), limit=5)
+        return next((w for w, _, _ in found if DIGITS.findall(w) == digits), None)
