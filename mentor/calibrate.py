@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from mentor.retrieve import Retriever
 from mentor.scope import Labelled, ScopeExamples
-from mentor.text.jargon import spell_out
 
 EXAMPLE_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 TIE = 0.005  # balanced accuracies this close count as equal: the wider gap between the classes wins
@@ -39,7 +38,7 @@ def calibrate_scope(retriever: Retriever, module_id: str, labelled: list[Labelle
     features = []
     for row in labelled:
         result = retriever.search(row.question, module_id, 1)
-        vector = retriever.embedder.embed_query(spell_out(row.question))  # as Retriever.search embeds it
+        vector = retriever.embedder.embed_query(retriever.modules[module_id].words.read(row.question)[0])  # as read
         margin = examples.margin(module_id, vector, leave_out=row.question)
         features.append((result.dense_max, result.coverage, margin, row.in_scope, row.question))
     return fit(features)

@@ -89,8 +89,9 @@ def make_catalog(
     )
     decisions = Decisions.load(
         embedder,
-        spellers={m: index.words.speller for m, index in indexes.items()},
+        words={m: index.words for m, index in indexes.items()},
         lacking_examples=settings.lacking_examples,
+        follow_up_examples=settings.follow_up_examples,
         cache_dir=settings.model_cache_dir,
     )
     urls = {m.id: module_urls(m.body) for m in modules.values()}

@@ -18,7 +18,7 @@ from mentor.privacy import without_personal_details
 from mentor.retrieve import Passage, Retrieval, Retriever
 from mentor.text.profile import describes_module
 from mentor.understanding import Part, Reader, Reading
-from mentor.understanding.reader import ModuleWords
+from mentor.understanding.words import ModuleWords
 
 BOILERPLATE_SLACK = 2  # passages read beyond `top_k`: a module's opening and its reading list
 ABOUT_MODULE = frozenset({"sources", "overview"})  # kinds answered from what describes the module
@@ -60,7 +60,9 @@ def consult(
         set_aside = bool(covered) and any(not r.in_scope and _asks_alone(p) for p, r in searched)
         if covered:
             retrieval = _merged(retrieval if retrieval.in_scope else covered[0], covered, top_k)
-    earlier = tuple(turn.asked or turn.question for turn in history)
+    # Only a question that continues the conversation borrows its numbers ("and for 70B?"); a new one does not
+    # ("who won the World Cup in 2014?" after a calculation is no calculation).
+    earlier = tuple(turn.asked or turn.question for turn in history) if reading.continues else ()
     plan = plan_tools(reading.question, earlier) if reading.question else []
     return Grounds(reading, retrieval, plan, set_aside)
 

@@ -78,7 +78,7 @@ class Settings(BaseSettings):
         "question's topic words the module uses). Set by `mentor calibrate`.",
     )
     scope_example_weight: float = Field(
-        2.0,
+        1.0,
         ge=0.0,
         le=10.0,
         description="Weight of the margin between the nearest in-scope and out-of-scope example questions "
@@ -95,8 +95,14 @@ class Settings(BaseSettings):
         "the reader learns from them which words name a topic rather than a typo or chat. A missing file means no "
         "concept is named as lacking.",
     )
+    follow_up_examples: Path | None = Field(
+        Path("eval/calibration/follow_ups.jsonl"),
+        description="Labelled pairs of consecutive questions about a module (JSON lines of module_id, previous, "
+        "message, continues), learned from beside the general examples in deciding whether a message continues "
+        "the previous question. A missing file means the general examples decide alone.",
+    )
     scope_threshold: float = Field(
-        0.6274,
+        0.5866,
         ge=-1.0,
         le=1.0,
         description="Relevance below which a question is outside the module. Set by `mentor calibrate` on "

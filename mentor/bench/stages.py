@@ -5,9 +5,10 @@ calls, for one embedding backend per child process (neither pays for the other's
 1. loads that backend's embedder and indexes the seed corpus in memory (the server, too, searches vectors held
    in memory; Chroma is not on a question's path);
 2. builds the chat as the server does (`build_chat`, the LLM engine against the bench's stub LLM) and warms it;
-3. for each new question, takes the steps of `ChatService.read` and `ChatService._answer_with_llm` one at a time
-   (the same functions, in the same order), timing each. Inside `Retriever.search` the embedder, BM25 and scope
-   calls are wrapped on this process's own objects; what remains of the search is fusion and passage building,
+3. for each new question, takes the steps of `ChatService.consult` and `ChatService._answer_with_llm` one at a time
+   (the same functions, in the same order), timing each. Inside the reader and `Retriever.search` the embedder,
+   BM25 and scope calls are wrapped on this process's own objects; what remains of the search is fusion and passage
+   building,
    less the dense dot product, which is re-timed apart on the same vectors (a few microseconds);
 4. answers another new question end to end (`ChatService.ask`), which includes everything the steps leave out
    (validation, the conversation, thread hand-offs), and builds its signal record as the writer thread does
@@ -41,12 +42,12 @@ from mentor.bench.procs import rss_mb, run_child
 
 # (key, what the report calls it), in the order a question meets them.
 STAGES: tuple[tuple[str, str], ...] = (
-    ("read", "read the question (injection filter, follow-up resolution)"),
+    ("read", "read the question (clauses, spelling, the decisions from examples; mentor.understanding)"),
     ("embed", "embed the query"),
     ("dense", "dense search (dot product, top k)"),
     ("bm25", "BM25 (query terms, typo mapping, scores)"),
     ("fusion", "fusion, passages, rest of Retriever.search"),
-    ("scope", "scope (words the module lacks, example margin)"),
+    ("scope", "scope (weighted coverage, example margin)"),
     ("plan", "planning (calculators) and the engine's question"),
     ("engine", "LLM engine's own work (prompt, citations, Markdown)"),
     ("llm_call", "LLM call (OpenAI SDK, HTTP, the stub)"),
@@ -135,10 +136,13 @@ class TimedEmbedder:
         self.last_text = ""
 
     def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_queries([text])[0]
+
+    def embed_queries(self, texts: Any) -> np.ndarray:
         with self._clock.stage(self._name):
-            self.last = self._embedder.embed_query(text)
-        self.last_text = text
-        return self.last
+            vectors = self._embedder.embed_queries(texts)
+        self.last, self.last_text = vectors[-1], texts[-1]
+        return vectors
 
     def __getattr__(self, name: str) -> Any:  # name, dim, embed_documents ...: the embedder's own
         return getattr(self._embedder, name)
@@ -156,16 +160,15 @@ class Collected:
 
 async def measure(spec: StageSpec) -> dict:
     """Build the chat for `spec.backend`, then time the stages of each new question (see the module docstring)."""
+    import mentor.consult as consult_module
     from mentor.answer import ChatInput
     from mentor.catalog import make_catalog
-    from mentor.chat import Reading, asked
+    from mentor.chat import asked
     from mentor.chat_model import OpenAIChatModel
     from mentor.citations import ground
+    from mentor.consult import consult
     from mentor.corpus import chunk_corpus, load_corpus
     from mentor.embeddings import make_embedder
-    from mentor.engines.planner import plan_tools
-    from mentor.engines.selection import ASKS_SOURCES
-    from mentor.query import clean_question, resolve_query
     from mentor.retrieve import index_modules
     from mentor.runtime import LearnerState, build_chat
     from mentor.settings import Settings
@@ -185,7 +188,8 @@ async def measure(spec: StageSpec) -> dict:
     modules = load_corpus(settings.corpus_dir)
     chunks = chunk_corpus(modules, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
     vectors = embedder.embed_documents([c.embedding_text for c in chunks])
-    indexes = index_modules(chunks, {c.id: v for c, v in zip(chunks, vectors, strict=True)})
+    glossaries = {m.id: m.glossary for m in modules}
+    indexes = index_modules(chunks, {c.id: v for c, v in zip(chunks, vectors, strict=True)}, glossaries)
     catalog = make_catalog(settings, embedder, {m.id: m for m in modules}, indexes, {})
     clock = Clock()
     chat_model = OpenAIChatModel(
@@ -210,32 +214,28 @@ async def measure(spec: StageSpec) -> dict:
     retriever = catalog.retriever
     query_embedder = TimedEmbedder(embedder, clock, "embed")
     retriever.embedder = query_embedder
-    # Inside the scope check, the query-terms calls it makes per word are scope's cost, not BM25's.
-    retriever.query_terms = clock.timed(  # type: ignore[method-assign]
-        retriever.query_terms, lambda: "scope" if clock.current == "scope" else "bm25"
-    )
-    retriever.unknown_words = clock.timed(retriever.unknown_words, "scope")  # type: ignore[method-assign]
+    catalog.reader.embedder = query_embedder
+    retriever.coverage = clock.timed(retriever.coverage, "scope")  # type: ignore[method-assign]
+    retriever.search = clock.timed(retriever.search, "fusion")  # type: ignore[method-assign]
+    plan = clock.timed(consult_module.plan_tools, "plan")
+    consult_module.plan_tools = plan  # type: ignore[attr-defined]
     retriever.examples = _TimedExamples(retriever.examples, clock)
     for index in retriever.modules.values():
         index.bm25.get_scores = clock.timed(index.bm25.get_scores, "bm25")
     record_embedder = TimedEmbedder(embedder, clock, "record_embed")
 
     async def staged(message: str) -> dict[str, float]:
-        """The steps of ChatService.read and _answer_with_llm, in order, for one new question."""
+        """The steps of ChatService.consult and _answer_with_llm, in order, for one new question."""
         clock.totals.clear()
         module = catalog.module(next(iter(catalog.modules)))
-        with clock.stage("read"):
-            cleaned = clean_question(message)
-            query = resolve_query(message, cleaned)
-        depth = chat.top_k + 2 if ASKS_SOURCES.search(cleaned) else chat.top_k
-        with clock.stage("fusion"):  # what the wrapped calls inside leave of Retriever.search
-            retrieval = retriever.search(query, module.id, depth)
-        with clock.stage("plan"):
-            plan = plan_tools(cleaned, ()) if cleaned else []
-            reading = Reading(cleaned, query, retrieval, plan)
-            question = asked(catalog, module, reading, message, "explain", ())
-        if not reading.answerable:
+        with clock.stage("read"):  # the reading, its searches and its plan (mentor.consult), less what is wrapped
+            grounds = consult(
+                message, (), module_id=module.id, reader=catalog.reader, retriever=retriever, top_k=chat.top_k
+            )
+            question = asked(catalog, module, grounds, message, "explain", ())
+        if not grounds.answerable:
             raise RuntimeError(f"a bench question is out of the module's scope: {message!r}")
+        depth = chat.top_k + 2
         answer = None
         with clock.stage("engine"):
             async for event in chat.llm.run(question, stream=False):
@@ -247,7 +247,7 @@ async def measure(spec: StageSpec) -> dict:
         # The dense ranking again, alone, on the same vectors: it is inline numpy in Retriever.search.
         index = retriever.modules[module.id]
         began = time.perf_counter()
-        similarities = index.vectors @ query_embedder.last
+        similarities = index.vectors @ grounds.reading.vector
         np.argsort(-similarities, kind="stable")[: min(len(index.chunks), max(4 * depth, 20))]
         dense_s = time.perf_counter() - began
         times = dict(clock.totals)

@@ -162,6 +162,11 @@ class ExtractiveEngine:
             fresh = pool
         lacking = frozenset(t for word in question.lacking for t in profile.words(word))
         selection = select(parts, vectors, fresh, profile, per_part=per_part, limit=limit, lacking=lacking)
+        if not selection.chosen and lacking and any(covers_more(p, lacking, profile) for p in parts):
+            # A part naming a concept the module lacks is held to the strict floor: a sentence merely sharing its
+            # words is no answer. When none clears it, the part's other topics the module does teach ("what is the
+            # pipeline bubble, and which schedule, 1F1B or interleaved, ...") are answered, and the concept named.
+            selection = select(parts, vectors, fresh, profile, per_part=per_part, limit=limit)
         if not selection.chosen:
             # In scope, yet no sentence clears the floor: quote the nearest one and say it is only that.
             nearest = select(parts[:1], vectors[:1], pool, profile, per_part=1, limit=1, floor=NEAREST)
@@ -222,13 +227,21 @@ class ExtractiveEngine:
         profile: ModuleProfile,
         limit: int,
     ) -> list[Candidate] | None:
-        """The answer to a question about the module rather than a topic: the section it names, or its reading
-        list; None for any other question (a question about the module itself is answered by the usual choice,
-        the opening's sentences among the candidates)."""
+        """The answer to a question about the module rather than a topic: the section it names, its reading list,
+        or its opening; None for any other question."""
         named = named_section(parts, pool, profile)
         if named:
             # "give me the interview one-liners" names a section: quote it rather than a lookalike sentence.
             return named[:limit]
+        if reading is not None and reading.surely("overview"):
+            # "who is it for?", "quick summary of the module": the opening's sentence nearest to what is asked.
+            listing = {c.passage.chunk_id for c in pool if c.unit.text in profile.sources}
+            opening = [c for c in pool if c.unit.text in profile.boilerplate and c.passage.chunk_id not in listing]
+            best = max(
+                opening, key=lambda c: max(score(c, p, v, profile) for p, v in zip(parts, vectors, strict=True)),
+                default=None,
+            )  # fmt: skip
+            return [best] if best is not None else None
         if reading is None or not reading.surely("sources"):
             return None
         if not any(part.terms for part in parts):
@@ -323,6 +336,11 @@ def _vectors_of(units: list[Unit], vectors: np.ndarray) -> UnitVectors:
         by_unit.append(vectors[start : start + size])
         start += size
     return units, vectors[: len(units)] if units else np.zeros((0, 1)), by_unit
+
+
+def covers_more(part: Part, lacking: frozenset[str], profile: ModuleProfile) -> bool:
+    """True when a part names, besides what the module lacks, a topic specific to the module (a rare word of it)."""
+    return any(t not in lacking and profile.term_weights.get(t, 0.0) >= TOPICAL for t in part.terms)
 
 
 def about_lacking(question: Question) -> bool:

@@ -21,7 +21,6 @@ import numpy as np
 from mentor.answer import ToolCall
 from mentor.privacy import NUMERIC_KINDS, Scrubber
 from mentor.record import AnsweredQuestion
-from mentor.text.jargon import spell_out
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +48,10 @@ def question_record(result: AnsweredQuestion, *, embed: Callable[[str], np.ndarr
     primary = sections[0] if sections else None
     if primary is None and not answer.out_of_scope and result.passages:
         primary = result.passages[0].section_id
-    # Read as retrieval reads it (jargon spelled out): for a question with nothing redacted that is the text the
-    # retrieval just embedded, so the vector comes from the query cache instead of a second forward pass (one new
-    # question in five had jargon spelled out, and paid ~12 ms of CPU for it here).
-    vector = embed(spell_out(text)) if embed is not None else None
+    # The question as the reader read it was embedded for retrieval already (personal details left out): its vector
+    # groups the question with others meaning the same, at no forward pass of its own.
+    reading = result.reading
+    vector = reading.vector if reading is not None and reading.query else embed(text) if embed is not None else None
     return storable(
         {
             "type": "question",

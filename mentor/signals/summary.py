@@ -23,7 +23,6 @@ from sqlmodel import Session
 from mentor.record import ABANDONED
 from mentor.signals.queries import Filters
 from mentor.signals.tables import FeedbackRow, QuestionRow, ToolCallRow
-from mentor.text.jargon import spell_out
 
 CLUSTER_SIMILARITY = 0.75  # cosine of all-MiniLM-L6-v2 vectors above which two questions ask the same thing
 # Grouping by meaning compares each question with every group so far: for 500 recent questions, all of them
@@ -309,4 +308,4 @@ def clusters(
 def _vector(text: str, embedding: bytes | None, embed: Callable[[str], np.ndarray] | None) -> np.ndarray | None:
     if embedding:
         return np.frombuffer(embedding, dtype=np.float32)
-    return embed(spell_out(text)) if embed is not None else None  # as the writer embeds it (records.py)
+    return embed(text) if embed is not None else None  # a row stored without its reading's vector

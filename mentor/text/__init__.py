@@ -5,15 +5,14 @@
 - `sentences`: `split_sentences` and the rules each reader splits by (`ANSWER`, `CLAIMS`, `MODULE`, `ROUGH`).
 - `units`: `split_units`, the quotable `Unit`s of a chunk (sentences, items, table rows, formula lines).
 - `markers`: the "[n]" citation marker grammar and its readers (`cited`, `strip_markers`, `rank_markers`, ...).
-- `tokens`: `tokenize`, the stemmed words retrieval and the grounding check compare; `ASKING`, words of asking.
-- `spelling`: learners' spellings mapped onto a module's words (`correct`).
+- `tokens`: `tokenize`, the stemmed words retrieval and the grounding check compare.
 - `profile`: `ModuleProfile`, a module's word weights and boilerplate units (imported from its module).
 """
 
 from mentor.text.markdown import FENCE, HEADING, ITEM, Block, blocks, strip_inline, table_cells
 from mentor.text.markers import MARKER, cited, has_marker, prune_markers, rank_markers, strip_markers
 from mentor.text.sentences import ANSWER, CLAIMS, MODULE, ROUGH, SentenceRules, split_sentences
-from mentor.text.tokens import ASKING, COMMON_WORDS, tokenize
+from mentor.text.tokens import tokenize
 from mentor.text.units import Unit, split_units
 
 # The longest message a learner may send, in characters: the chat, the search route, the HTTP schema, the planner
@@ -22,8 +21,6 @@ MAX_MESSAGE_CHARS = 4000
 
 __all__ = [
     "ANSWER",
-    "ASKING",
-    "COMMON_WORDS",
     "CLAIMS",
     "FENCE",
     "HEADING",

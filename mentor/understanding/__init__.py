@@ -6,7 +6,8 @@ its formal syntax (`clauses.py`).
 """
 
 from mentor.understanding.decisions import Decisions
-from mentor.understanding.reader import ModuleWords, Reader
+from mentor.understanding.reader import Reader
 from mentor.understanding.reading import Clause, Part, Reading
+from mentor.understanding.words import ModuleWords
 
 __all__ = ["Clause", "Decisions", "ModuleWords", "Part", "Reader", "Reading"]

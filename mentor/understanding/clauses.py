@@ -3,9 +3,10 @@ fences, chat-template tokens and pseudo-tags ("[INST]", "<|im_start|>", "<system
 JSON. What each clause does (asks, instructs, chats) is decided from examples (`mentor.understanding.acts`), never
 from the words here.
 
-Commas are not boundaries: they are offered as *candidate* cuts (`comma_cuts`), which the reader takes only when
-both sides read as questions of their own ("which paper for Chinchilla, and who wrote the ZeRO paper?"), so a
-condition stays with its question ("if my model fits on one GPU, which parallelism?").
+Commas and colons cut a clause into pieces (`pieces_of`), each read on its own for what it does (chat or an order
+before a question is left out), and put back together where they ask together: a condition stays with its question
+("if my model fits on one GPU, which parallelism?"), two questions become two parts ("which paper for Chinchilla,
+and who wrote the ZeRO paper?").
 """
 
 from __future__ import annotations
@@ -25,8 +26,13 @@ BOUNDARY = re.compile(
     r"|(?<!\s)\s*(?:<\|[^|<>]{1,30}\|>|\[/?[A-Z]{2,10}\]|<</?[A-Z]{2,10}>>|</?[A-Za-z][\w-]{0,30}>)\s*"  # tokens
     r"|(?<!\s)\s*(\{[^{}]{0,200}\"role\"[^{}]{0,400}\})\s*",  # a chat message pasted as JSON: a clause of its own
 )
-# A chat template's own syntax in a learner's message is an attempt to speak as the system (formal, not wording).
-TEMPLATE = re.compile(r"<\|[^|<>]{1,30}\|>|\[/?INST\]|<</?SYS>>|\{[^{}]{0,200}\"role\"\s*:")
+# A chat template's own syntax in a learner's message is an attempt to speak as the system (formal, not wording):
+# special tokens, Llama's markers, a role object, and tags named by the chat roles of the OpenAI API.
+TEMPLATE = re.compile(
+    r"<\|[^|<>]{1,30}\|>|\[/?INST\]|<</?SYS>>|\{[^{}]{0,200}\"role\"\s*:"
+    r"|</?(?:system|developer|assistant|user|tool)\s*>",
+    re.I,
+)
 COMMA = re.compile(r"[,:]\s+")
 WORDY = re.compile(r"\w")  # a piece of marks and rules ("---", "!!!") is no clause
 
@@ -43,11 +49,18 @@ def split_clauses(message: str) -> list[str]:
     return [piece.strip() for piece in BOUNDARY.split(message) if piece and WORDY.search(piece)]
 
 
-def comma_cuts(clause: str) -> list[tuple[str, str]]:
-    """Each way to cut `clause` in two at a comma or a colon: (before, after), both with words."""
-    cuts = []
+def pieces_of(clause: str) -> list[tuple[str, str]]:
+    """A clause cut at its commas and colons: each piece with the mark before it ("" for the first). A piece
+    without a word character joins the one before it."""
+    pieces: list[tuple[str, str]] = []
+    start, mark = 0, ""
     for match in COMMA.finditer(clause):
-        before, after = clause[: match.start()].strip(), clause[match.end() :].strip()
-        if WORDY.search(before) and WORDY.search(after):
-            cuts.append((before, after))
-    return cuts
+        piece = clause[start : match.start()].strip()
+        if WORDY.search(piece):
+            pieces.append((mark, piece))
+            mark = match.group(0)
+        start = match.end()
+    rest = clause[start:].strip()
+    if WORDY.search(rest) or not pieces:
+        pieces.append((mark, rest or clause.strip()))
+    return pieces

@@ -12,10 +12,12 @@ across subjects: no module's wording) and the embedder:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import threading
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,35 +28,37 @@ from mentor.errors import InvalidInput
 from mentor.understanding.examples import Classifier, Labelled, load_labelled
 from mentor.understanding.lacking import LackingModel
 from mentor.understanding.reading import CHATTER, QUESTION
-from mentor.understanding.spelling import Speller
+from mentor.understanding.words import ModuleWords
 
 EXAMPLES = Path(__file__).parent / "examples"
 MIXES = 200  # questions made from the examples: chat beside a question
 JOINTS = (" ", ", ", ": ", " - ", "... ")  # marks alone: no word is written into an example
-_BUILT: dict[tuple[str, int], ContinuesModel] = {}
+_BUILT: dict[tuple[str, int], ContinuesModel] = {}  # one per pair set and embedder, per process
 _LOCK = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
 class Pair:
-    """Two consecutive learner messages, and whether the second continues the first."""
+    """Two consecutive learner messages, and whether the second continues the first (a module's pairs name it)."""
 
     previous: str
     message: str
     continues: bool
+    module_id: str = ""
 
 
 def load_pairs(path: Path) -> list[Pair]:
-    """Read `{"previous", "message", "continues"}` lines."""
+    """Read `{"previous", "message", "continues"}` lines (and `module_id`, for a module's calibration pairs)."""
     pairs = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            pairs.append(Pair(str(row["previous"]), str(row["message"]), bool(row["continues"])))
-        except (ValueError, KeyError, TypeError) as exc:
+            pair = Pair(str(row["previous"]), str(row["message"]), bool(row["continues"]), row.get("module_id", ""))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InvalidInput(f"{path}:{number}: expected previous, message and continues") from exc
+        pairs.append(pair)
     return pairs
 
 
@@ -83,18 +87,25 @@ class ContinuesModel:
         return cls(standalone, model)
 
     @classmethod
-    def load(cls, path: Path, standalone: Classifier, embedder: Embedder, *, cache_dir: Path | None) -> ContinuesModel:
-        """The model of a pairs file, built once per file version and embedder in a process."""
-        stat = path.stat()
-        key = (f"{path.resolve()}:{stat.st_mtime_ns}:{stat.st_size}", id(embedder))
+    def build(
+        cls, pairs: list[Pair], standalone: Classifier, embedder: Embedder, *, cache_dir: Path | None
+    ) -> ContinuesModel:
+        """The model of labelled pairs (their texts read as the reader reads them), built once per set and
+        embedder in a process."""
+        texts = [text for p in pairs for text in (p.previous, p.message)]
+        key = (hashlib.sha256("\x1e".join(texts).encode()).hexdigest(), id(embedder))
         with _LOCK:
             built = _BUILT.get(key)
             if built is None:
-                pairs = load_pairs(path)
-                texts = [text for p in pairs for text in (p.previous, p.message)]
                 vectors = embed_cached(embedder, texts, cache_dir, kind="examples-follow-ups")
                 built = _BUILT[key] = cls.fit(standalone, vectors, pairs)
         return built
+
+
+def _read(pair: Pair, words: Mapping[str, ModuleWords]) -> Pair:
+    """A module's pair as the reader reads it: spelling corrected toward the module, its glossary spelled out."""
+    module = words[pair.module_id]
+    return replace(pair, previous=module.read(pair.previous)[0], message=module.read(pair.message)[0])
 
 
 def act_examples(examples: Path, *, mixes: int = MIXES, seed: int = 0) -> list[Labelled]:
@@ -133,18 +144,24 @@ class Decisions:
         cls,
         embedder: Embedder,
         *,
-        spellers: dict[str, Speller],
+        words: Mapping[str, ModuleWords],
         lacking_examples: Path | None,
+        follow_up_examples: Path | None,
         cache_dir: Path | None = None,
         examples: Path = EXAMPLES,
     ) -> Decisions:
-        """Build every decision from the example files in `examples` (and the lacking-topic calibration file)."""
+        """Build every decision from the example files in `examples`, and the modules' calibration files (the
+        concepts their questions name that they lack; their follow-up pairs), read with each module's words."""
         acts = Classifier.build("acts", act_examples(examples), embedder, cache_dir=cache_dir)
         kinds_rows = load_labelled(examples / "kinds.jsonl", "kind")
         kinds = Classifier.build("kinds", kinds_rows, embedder, cache_dir=cache_dir)
         standalone_rows = load_labelled(examples / "standalone.jsonl", "label")
         standalone = Classifier.build("standalone", standalone_rows, embedder, cache_dir=cache_dir)
-        continues = ContinuesModel.load(examples / "follow_ups.jsonl", standalone, embedder, cache_dir=cache_dir)
+        pairs = load_pairs(examples / "follow_ups.jsonl")
+        if follow_up_examples is not None and follow_up_examples.is_file():
+            pairs += [_read(pair, words) for pair in load_pairs(follow_up_examples) if pair.module_id in words]
+        continues = ContinuesModel.build(pairs, standalone, embedder, cache_dir=cache_dir)
         messages = [row.text for row in act_examples(examples, mixes=0)]
+        spellers = {module_id: w.speller for module_id, w in words.items()}
         lacking = LackingModel.load(lacking_examples, spellers, messages)
         return cls(acts, kinds, standalone, continues, lacking)

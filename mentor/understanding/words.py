@@ -1,0 +1,37 @@
+"""What the reader needs of one module's words: its lexicon (words, stems, glossary) and the speller over it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mentor.understanding.lexicon import WORD, Lexicon
+from mentor.understanding.spelling import Speller
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ModuleWords:
+    """What the reader needs of one module: its lexicon and the speller over it."""
+
+    lexicon: Lexicon
+    speller: Speller
+
+    @classmethod
+    def of(cls, lexicon: Lexicon) -> ModuleWords:
+        return cls(lexicon, Speller(lexicon))
+
+    def read(self, text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """`text` as read: misspellings of the module's words corrected, its shorthand spelled out."""
+        corrected, corrections = self.speller.correct(text)
+        return self.lexicon.spell_out(corrected), tuple((c.written, c.read) for c in corrections)
+
+    def knows(self, word: str) -> bool:
+        """True for a word the module uses (in any inflection) or a term of its glossary."""
+        return self.speller.knows(word) or bool(self.lexicon.expansions(word))
+
+    def names_something(self, text: str) -> bool:
+        """True when `text` holds a number, a term of the module's glossary ("TP", "OOM") or a word the module uses
+        longer than a function word: context for a question, not chat."""
+        return any(ch.isdigit() for ch in text) or any(
+            self.lexicon.expansions(word) or (len(word) > 3 and self.speller.knows(word))
+            for word in WORD.findall(text.lower())
+        )
