@@ -217,11 +217,16 @@ def calibrate(
     module: Annotated[
         str | None, typer.Option("--module", metavar="ID", help="Module the questions are about.")
     ] = None,
+    heldout: Annotated[
+        Path, typer.Option("--heldout", metavar="DIR", help="Held-out sets of the reader's decisions.")
+    ] = Path("eval/understanding/heldout"),
 ) -> None:
-    """Fit the scope weights and threshold on labelled questions and print the settings to use."""
+    """Fit the scope weights and threshold on labelled questions and print the settings to use; then report how
+    each decision the reader makes from examples does (cross-validated, and on its held-out set)."""
     from mentor.calibrate import calibrate_scope
     from mentor.runtime import build_runtime
     from mentor.scope import load_labelled
+    from mentor.understanding.measure import measure
 
     runtime = build_runtime(make_settings())
     module_id = runtime.module(module).id
@@ -235,6 +240,13 @@ def calibrate(
     )
     for question in result.misclassified:
         typer.echo(f"  misclassified: {question}")
+    typer.echo("\nthe reader's decisions (balanced accuracy):")
+    words = runtime.retriever.modules[module_id].words
+    for row in measure(runtime.chat.catalog.reader, words, heldout):
+        cv = "—" if row.cross_validated is None else f"{row.cross_validated:.3f}"
+        held = "—" if row.heldout_score is None else f"{row.heldout_score:.3f}"
+        line = f"  {row.decision:<13} examples {row.examples:>5}  5-fold {cv:>6}  held-out {held:>6} (n={row.heldout})"
+        typer.echo(f"{line} {row.note}")
 
 
 @app.command()
@@ -256,7 +268,7 @@ def ask(
 
     from mentor.answer import ChatInput
     from mentor.api.schemas import ChatResponse
-    from mentor.chat import validate
+    from mentor.intake import validate
     from mentor.runtime import build_runtime
 
     settings = make_settings()

@@ -116,9 +116,13 @@ class BatchingEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query, from the cache when the same text was asked before (see `embed_queries`)."""
-        return self.embed_queries([text])[0]
+        return self._vectors([text])[0]
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed a message's texts together: one row each, in order (see `_vectors`)."""
+        return np.asarray(self._vectors(texts), dtype=np.float32)
+
+    def _vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Embed a message's texts (its clauses, its parts, its question) together, each from the cache when the same
         text was asked before; the others share one forward pass.
 
@@ -150,7 +154,7 @@ class BatchingEmbedder:
         if lead:
             self._lead(waiting)
         vectors = {key: value.result() if isinstance(value, Future) else value for key, value in found.items()}
-        return np.asarray([vectors[key] for key in keys], dtype=np.float32)
+        return [vectors[key] for key in keys]
 
     def _lead(self, own: Sequence[Future[np.ndarray]]) -> None:
         """Run batches, oldest queries first, until `own` are answered; then hand the forward pass on.

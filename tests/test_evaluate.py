@@ -245,7 +245,7 @@ def synthetic_results() -> list[CaseResult]:
         ),  # D: true positive
         answered(
             make_case("e", "not_covered", out_of_scope=True),
-            answer="Something about LoRA adapters here.",
+            answer="Something about LoRA adapters and their ranks here.",
             latency_ms=20,
         ),  # E: false negative; one uncited claim
         CaseResult(

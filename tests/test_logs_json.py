@@ -72,7 +72,7 @@ def test_json_lines_name_their_request_and_hold_no_question_text(tmp_path) -> No
         assert {"timestamp", "level", "logger", "message", "request_id"} <= set(line), line
         assert datetime.fromisoformat(line["timestamp"]).tzinfo is not None
     by_logger = {line["logger"] for line in lines}
-    assert {"uvicorn.error", "uvicorn.access", "mentor.api.app", "mentor.chat"} <= by_logger
+    assert {"uvicorn.error", "uvicorn.access", "mentor.api.app", "mentor.respond"} <= by_logger
     started = next(line for line in lines if line["message"].startswith("Uvicorn running on"))
     assert started["level"] == "INFO" and started["request_id"] is None  # not a request's line
 
@@ -81,7 +81,7 @@ def test_json_lines_name_their_request_and_hold_no_question_text(tmp_path) -> No
 
     for request_id, route in (("trace-42.a:b", "/v1/chat"), ("stream-7", "/v1/chat/stream")):
         lines_of_request = of(request_id)
-        warning = next(line for line in lines_of_request if line["logger"] == "mentor.chat")
+        warning = next(line for line in lines_of_request if line["logger"] == "mentor.respond")
         assert warning["level"] == "WARNING" and "http_503" in warning["message"]
         access = next(line for line in lines_of_request if line["logger"] == "uvicorn.access")
         assert (access["method"], access["route"], access["status"]) == ("POST", route, 200)

@@ -105,8 +105,8 @@ def test_no_personal_detail_reaches_the_database_files_or_the_exports(tmp_path, 
     assert found == []
     rows = [json.loads(line) for line in exports["jsonl"].text.splitlines()]
     card = next(r for r in rows if r["text"].startswith("training memory of [CARD] params"))
-    (call,) = card["tool_calls"]
-    assert call["arguments"]["params"] == "[CARD]" and "[CARD]" in card["answer"] and "card" in card["redactions"]
+    # The reader reads the question with its personal details left out: no calculator is run on a card number.
+    assert card["tool_calls"] == [] and "card" in card["redactions"]
     assert any(f["comment"] and "[EMAIL]" in f["comment"] for r in rows for f in r["feedback"])
 
 

@@ -38,9 +38,9 @@ from mentor.api.schemas_openai import (
     Usage,
     completion_id,
 )
-from mentor.chat import Prepared
 from mentor.corpus import Module
 from mentor.errors import InvalidInput, MentorError, NotFound, NotReady
+from mentor.intake import Prepared
 from mentor.record import AnsweredQuestion
 from mentor.runtime import Runtime
 from mentor.text import MAX_MESSAGE_CHARS

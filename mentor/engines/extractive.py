@@ -369,6 +369,9 @@ def missing_names(question: Question, unanswered: Sequence[Part] = (), *, words:
     answer is a calculation (`words` false); and "the rest of your message" when a question beside this one was
     left out (`SET_ASIDE`: its words are not repeated)."""
     names: list[str] = []
+    guarded = question.reading is not None and question.reading.guarded
+    if guarded and (question.lacking or unanswered):
+        return [SET_ASIDE]  # a message that may instruct: none of its words is repeated
     if words:
         names = [f"“{word}”" for word in question.lacking]
         lacking = {term for word in question.lacking for term in question.profile.words(word)}

@@ -301,18 +301,30 @@ def select(
                 continue  # the module says this twice (reference, one-liners); once is enough
             _take(candidate, chosen, by_key)
             taken += 1
-        # "what did Kaplan get wrong that Chinchilla fixed?" names two things the module says apart: a unit for
-        # the one the quotes so far leave out beats a second unit about the other, if it clears the floor.
-        named = set(part.names)
-        missing = named - {t for c in chosen.values() for t in c.terms} if len(named) > 1 else set()
-        for value, candidate in ranked:
-            if not missing or len(chosen) >= limit or value < floor:  # a name asked for: the usual floor
-                break
-            if candidate.terms & missing and not any(_same_point(candidate, o) for o in chosen.values()):
-                _take(candidate, chosen, by_key)
-                missing -= candidate.terms
+        _each_name(part, ranked, chosen, by_key, limit=limit, floor=floor)
     ordered = sorted(chosen.values(), key=lambda c: (c.passage.position, c.unit.index))
     return Selection(ordered, unanswered)
+
+
+def _each_name(
+    part: Part,
+    ranked: Sequence[tuple[float, Candidate]],
+    chosen: dict[tuple[str, int], Candidate],
+    by_key: Mapping[tuple[str, int], Candidate],
+    *,
+    limit: int,
+    floor: float,
+) -> None:
+    """A part naming two things the module says apart ("what did Kaplan get wrong that Chinchilla fixed?"): a unit
+    for the one the quotes so far leave out beats a second unit about the other, if it clears the usual floor."""
+    named = set(part.names)
+    missing = named - {t for c in chosen.values() for t in c.terms} if len(named) > 1 else set()
+    for value, candidate in ranked:
+        if not missing or len(chosen) >= limit or value < floor:
+            break
+        if candidate.terms & missing and not any(_same_point(candidate, o) for o in chosen.values()):
+            _take(candidate, chosen, by_key)
+            missing -= candidate.terms
 
 
 def _take(

@@ -69,18 +69,19 @@ class ContinuesModel:
     standalone: Classifier
     model: LogisticRegression
 
-    def features(self, message: np.ndarray, previous: np.ndarray) -> list[float]:
+    def features(self, text: str, message: np.ndarray, previous: np.ndarray) -> list[float]:
         """P(the message leans on the turn before), and its similarity to the previous question."""
-        return [self.standalone.probability(message, "depends"), float(message @ previous)]
+        return [self.standalone.probability(text, message, "depends"), float(message @ previous)]
 
-    def probability(self, message: np.ndarray, previous: np.ndarray) -> float:
-        """The probability that `message` continues `previous`."""
-        return float(self.model.predict_proba(np.asarray([self.features(message, previous)]))[0, 1])
+    def probability(self, text: str, message: np.ndarray, previous: np.ndarray) -> float:
+        """The probability that the message (`text`, its vector `message`) continues the `previous` question."""
+        return float(self.model.predict_proba(np.asarray([self.features(text, message, previous)]))[0, 1])
 
     @classmethod
     def fit(cls, standalone: Classifier, vectors: np.ndarray, pairs: list[Pair]) -> ContinuesModel:
         """Train on labelled pairs; `vectors` holds each pair's previous then message vector, in order."""
-        depends = standalone.probabilities(vectors[1::2])[:, standalone.labels.index("depends")]
+        messages = [pair.message for pair in pairs]
+        depends = standalone.probabilities(messages, vectors[1::2])[:, standalone.labels.index("depends")]
         similarity = np.einsum("ij,ij->i", vectors[0::2], vectors[1::2])
         x = np.column_stack([depends, similarity])
         model = LogisticRegression(class_weight="balanced").fit(x, [p.continues for p in pairs])

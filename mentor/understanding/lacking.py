@@ -35,6 +35,9 @@ from mentor.understanding.spelling import Speller, english_correction, frequency
 
 WORD = re.compile(r"[0-9]*[A-Za-z][A-Za-z0-9_]*(?:'[a-z]+)?")  # "1F1B", "fp8", "don't"
 QUANTITY = re.compile(r"\d+(?:\.\d+)?[A-Za-z]{0,3}")  # "30B", "80GB", "4k": a number and its unit, not a word
+MAX_DIGITS = 3  # a token with more digits is a number or an id ("run-7b172231"), not a name ("h100", "fp16") ...
+RUNS = re.compile(r"[a-z]+|\d+")
+ID_RUNS, ID_LENGTH = 4, 7  # ... nor is a long one switching between letters and digits this often ("5dd98aec"; "W8A8")
 QUALIFIER_FREQUENCY = 4.0  # a module word rarer than this may qualify the concept after it ("gradient" 3.5)
 BETA = 0.5  # the threshold maximises F-beta on held-back folds: naming a typo as a topic is worse than missing one
 _BUILT: dict[str, LackingModel] = {}
@@ -58,7 +61,14 @@ def words_of(text: str, speller: Speller) -> list[Word]:
     for match in WORD.finditer(text):
         written = match.group(0)
         lower = written.lower()
-        stop = lower in ENGLISH_STOP_WORDS or "'" in lower or len(lower) < 2 or QUANTITY.fullmatch(lower) is not None
+        stop = (
+            lower in ENGLISH_STOP_WORDS
+            or "'" in lower
+            or len(lower) < 2
+            or QUANTITY.fullmatch(lower) is not None
+            or sum(ch.isdigit() for ch in lower) > MAX_DIGITS
+            or (len(lower) >= ID_LENGTH and len(RUNS.findall(lower)) >= ID_RUNS)
+        )
         known = (
             speller.knows(lower) or bool(speller.lexicon.expansions(lower)) or speller.correction(written) is not None
         )

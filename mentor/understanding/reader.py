@@ -78,12 +78,12 @@ class Reader:
             _Piece(written, piece, clause, mark, vectors[piece])
             for (clause, mark, written), (piece, _) in zip(cut, corrected, strict=True)
         ]
-        self._acts(pieces, vectors[whole], words, templated=bool(TEMPLATE.search(text)))
+        guarded = self._acts(pieces, whole, vectors[whole], words, templated=bool(TEMPLATE.search(text)))
         asked = [p for p in pieces if p.act == QUESTION]
         question = words.lexicon.spell_out(_joined(asked, read=True)) if asked else ""
         parts = self._parts(asked, vectors, words) if asked else []
         vector = self._vector(question or whole, vectors)
-        continues = bool(previous and question) and self._continues(vector, vectors[previous])
+        continues = bool(previous and question) and self._continues(question, vector, vectors[previous])
         query = f"{previous} {question}" if continues else question
         return Reading(
             message=message,
@@ -95,10 +95,13 @@ class Reader:
             continues=continues,
             previous=previous if continues else "",
             corrections=corrections,
+            guarded=guarded,
         )
 
-    def _acts(self, pieces: list[_Piece], whole: np.ndarray, words: ModuleWords, *, templated: bool) -> None:
-        """Decide what each piece does.
+    def _acts(
+        self, pieces: list[_Piece], whole: str, vector: np.ndarray, words: ModuleWords, *, templated: bool
+    ) -> bool:
+        """Decide what each piece does; True when the message may instruct (its words are then never echoed).
 
         A piece is taken for an order only when the message as a whole may instruct: a piece read alone is easily
         misread ("I keep forgetting this one:" before a question is no order). Chat naming nothing of the module is
@@ -107,8 +110,9 @@ class Reader:
         """
         acts = self.decisions.acts
         labels = acts.labels
-        suspect = templated or acts.probability(whole, INSTRUCTION) >= SUSPECT_FLOOR
-        for piece, row in zip(pieces, acts.probabilities(np.asarray([p.vector for p in pieces])), strict=True):
+        suspect = templated or acts.probability(whole, vector, INSTRUCTION) >= SUSPECT_FLOOR
+        rows = acts.probabilities([p.read for p in pieces], np.asarray([p.vector for p in pieces]))
+        for piece, row in zip(pieces, rows, strict=True):
             scores = dict(zip(labels, row, strict=True))
             if TEMPLATE.search(piece.written) or (suspect and scores[INSTRUCTION] >= INSTRUCTION_FLOOR):
                 piece.act, piece.confidence = INSTRUCTION, float(scores[INSTRUCTION])
@@ -123,6 +127,7 @@ class Reader:
         for piece in pieces:
             if piece.act == CHATTER and words.names_something(piece.written):
                 piece.act = QUESTION
+        return suspect
 
     def _parts(self, asked: Sequence[_Piece], vectors: dict[str, np.ndarray], words: ModuleWords) -> list[Part]:
         """The questions the asking pieces hold: a clause's pieces read together, but where a question of its own
@@ -140,15 +145,15 @@ class Reader:
         texts: list[str] = []
         for i, group in enumerate(groups):
             own = words.lexicon.spell_out(_joined(group, read=True))
-            leans = i and standalone.probability(group[0].vector, "depends") >= DEPENDS_FLOOR
+            leans = i and standalone.probability(group[0].read, group[0].vector, "depends") >= DEPENDS_FLOOR
             texts.append(f"{texts[-1]} {own}" if leans else own)
         missing = [text for text in dict.fromkeys(texts) if text not in vectors]
         vectors = {**vectors, **dict(zip(missing, self._embed(missing), strict=True))} if missing else vectors
         parts = []
         for text, group in zip(texts, groups, strict=True):
             written = _joined(group, read=False)
-            kind, sure = self.decisions.kinds.decide(vectors[text])
-            alone = standalone.probability(group[0].vector, "self")
+            kind, sure = self.decisions.kinds.decide(text, vectors[text])
+            alone = standalone.probability(group[0].read, group[0].vector, "self")
             lacking = self.decisions.lacking.lacking(written, words.speller)
             asks = min(p.confidence for p in group)
             parts.append(Part(text, written, kind, vectors[text], lacking, asks, alone, sure))
@@ -158,8 +163,8 @@ class Reader:
         """True when a comma ends a question of its own and begins another ("which paper for Chinchilla, and who
         wrote the ZeRO paper?"), not a condition ("if my model fits on one GPU, which parallelism?") or a list."""
         acts, standalone = self.decisions.acts, self.decisions.standalone
-        asks = min(acts.probability(p.vector, QUESTION) for p in (before, after))
-        return asks >= PART_FLOOR and standalone.probability(before.vector, "self") >= ALONE_FLOOR
+        asks = min(acts.probability(p.read, p.vector, QUESTION) for p in (before, after))
+        return asks >= PART_FLOOR and standalone.probability(before.read, before.vector, "self") >= ALONE_FLOOR
 
     def _vector(self, text: str, vectors: dict[str, np.ndarray]) -> np.ndarray:
         return vectors[text] if text in vectors else self._embed([text])[0]
@@ -170,11 +175,12 @@ class Reader:
         if not units:
             return frozenset()
         vectors = embed_cached(self.embedder, list(units), cache_dir, kind="units-acts")
-        instruct = self.decisions.acts.probabilities(vectors)[:, self.decisions.acts.labels.index(INSTRUCTION)]
+        acts = self.decisions.acts
+        instruct = acts.probabilities(list(units), vectors)[:, acts.labels.index(INSTRUCTION)]
         return frozenset(unit for unit, p in zip(units, instruct, strict=True) if p >= PLANTED_FLOOR)
 
-    def _continues(self, vector: np.ndarray, previous: np.ndarray) -> bool:
-        return self.decisions.continues.probability(vector, previous) >= CONTINUES_FLOOR
+    def _continues(self, question: str, vector: np.ndarray, previous: np.ndarray) -> bool:
+        return self.decisions.continues.probability(question, vector, previous) >= CONTINUES_FLOOR
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.embedder.embed_queries(list(texts))

@@ -71,6 +71,9 @@ class Reading:
     continues: bool = False
     previous: str = ""  # the earlier question, as read, that this one continues ("" for a new topic)
     corrections: tuple[tuple[str, str], ...] = ()  # (as written, as read)
+    # The message may instruct the mentor: an answer never repeats its words (a planted word would be echoed as
+    # "not covered"), and what it leaves out is named as "the rest of your message".
+    guarded: bool = False
 
     @property
     def kind(self) -> str:

@@ -10,9 +10,10 @@ ordinary word, not a topic?"), its vocabulary knows chat ("lol", "idk", "thx"), 
 - A word more common than `ORDINARY` is kept: "bread" is a word, not a typo of "read".
 - Else, the module's nearest word within `edits` is taken ("paralel" -> "parallel", "pipline" -> "pipeline",
   "quantisation" -> "quantization"), in the text retrieval searches.
-- English is the second opinion, never a rewrite: `english_correction` tells that "teh" is one edit from "the",
-  which is far more common. Whether such a word is a typo or a topic the module lacks ("dosent" or "qlora", one
-  edit from "flora") is decided from labelled examples (`mentor.understanding.lacking`), with this as one feature.
+- Else, a long word (`ENGLISH_LETTERS`) one slip of the keyboard from a far more common English word is taken
+  ("mdoule" -> "module", "introuced" -> "introduced", "multilpying" -> "multiplying"); a shorter one only tells that
+  it is a typo, not a topic the module lacks (`english_correction`: "teh" is the slip of "the", while "peft" would
+  read as "pest"). A name (a capital inside, a digit) is never taken toward English.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ ORDINARY = 3.5  # Zipf frequency (log10 per billion words) of an ordinary word: 
 MORE_COMMON = 1.5  # an English correction is this much more common than the word written ("dosent" 2.4 -> "doesnt" 4.1)
 ENGLISH_WORDS = 40_000  # the English words a typo may be of: wordfreq's most frequent, letters only
 MIN_LETTERS = 4  # shorter words are left alone: "tp" is no typo of "to", "awq" none of "aw"
+ENGLISH_LETTERS = 6  # words this long are rewritten toward English too; shorter ones are often names ("peft")
 TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9']*[A-Za-z0-9]")
 DIGITS = re.compile(r"\d+")
 MAX_CORRECTED = 16  # a pasted page of names is not respelled word by word (each look-up costs a few milliseconds)
@@ -123,7 +125,12 @@ class Speller:
         if len(word) < MIN_LETTERS or "'" in word or word.isdigit() or self.knows(word) or frequency(word) >= ORDINARY:
             return None
         nearest = self._module(word)
-        return None if nearest is None else Correction(written, nearest)
+        if nearest is not None:
+            return Correction(written, nearest)
+        if len(word) < ENGLISH_LETTERS or not word.isalpha() or any(ch.isupper() for ch in written[1:]):
+            return None
+        english = english_correction(word)
+        return None if english is None else Correction(written, english)
 
     def knows(self, word: str) -> bool:
         """True for a word the module uses, in this form or another of the same stem ("gradient", "gradients")."""

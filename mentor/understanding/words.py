@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mentor.understanding.lexicon import WORD, Lexicon
-from mentor.understanding.spelling import Speller
+from mentor.understanding.spelling import Speller, frequency
+
+SPECIFIC = 4.5  # Zipf frequency below which a word the module uses names something of it ("inference" 3.4)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -30,8 +32,8 @@ class ModuleWords:
 
     def names_something(self, text: str) -> bool:
         """True when `text` holds a number, a term of the module's glossary ("TP", "OOM") or a word the module uses
-        longer than a function word: context for a question, not chat."""
+        that is rare in English ("inference", not "group" or "here"): context for a question, not chat."""
         return any(ch.isdigit() for ch in text) or any(
-            self.lexicon.expansions(word) or (len(word) > 3 and self.speller.knows(word))
+            self.lexicon.expansions(word) or (self.speller.knows(word) and frequency(word) < SPECIFIC)
             for word in WORD.findall(text.lower())
         )

@@ -1,0 +1,103 @@
+"""How well the reader's decisions do: balanced accuracy in cross-validation on their own examples, and on the held-out
+sets written before the reader was (`eval/understanding/heldout/`: never trained or tuned on), read as the chat reads
+a message. `mentor calibrate` prints them; a test holds them above floors.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from mentor.understanding.decisions import EXAMPLES, act_examples, load_pairs
+from mentor.understanding.examples import balanced_accuracy, cross_validated, load_labelled
+from mentor.understanding.reader import Reader
+from mentor.understanding.reading import CHATTER, INSTRUCTION, QUESTION, Reading
+from mentor.understanding.words import ModuleWords
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One decision's figures: on its examples (cross-validated) and on its held-out set, with their sizes."""
+
+    decision: str
+    examples: int
+    cross_validated: float | None
+    heldout: int
+    heldout_score: float | None
+    note: str = ""
+
+
+def measure(reader: Reader, words: ModuleWords, heldout: Path, examples: Path = EXAMPLES) -> list[Measured]:
+    """Every decision's figures; a held-out file that is missing leaves its score None."""
+    embed = reader.embedder.embed_documents
+    figures: list[Measured] = []
+    for name, rows in (
+        ("acts", act_examples(examples)),
+        ("kinds", load_labelled(examples / "kinds.jsonl", "kind")),
+        ("standalone", load_labelled(examples / "standalone.jsonl", "label")),
+    ):
+        texts = [row.text for row in rows]
+        score = cross_validated(texts, embed(texts), [row.label for row in rows])
+        held = _heldout(name, reader, words, heldout)
+        figures.append(Measured(name, len(rows), score, held[0], held[1]))
+    figures.append(_follow_ups(reader, words, heldout))
+    figures.append(_instructions(reader, words, heldout))
+    return figures
+
+
+def _read(reader: Reader, words: ModuleWords, text: str, previous: str = "") -> Reading:
+    return reader.read(text, previous=previous, words=words)
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _heldout(name: str, reader: Reader, words: ModuleWords, heldout: Path) -> tuple[int, float | None]:
+    """A clause or question decision on its held-out set, read whole as a message."""
+    path = heldout / f"{name}.jsonl"
+    if name == "standalone" or not path.is_file():
+        return 0, None
+    rows = _rows(path)
+    if name == "acts":
+        truth = [row["act"] for row in rows]
+        predicted = [_act(_read(reader, words, row["text"])) for row in rows]
+    else:
+        truth = [row["kind"] for row in rows]
+        predicted = [_read(reader, words, row["text"]).kind for row in rows]
+    return len(rows), balanced_accuracy(truth, predicted)
+
+
+def _act(reading: Reading) -> str:
+    """What a message does as a whole: instructs (any order in it), chats (nothing asked), or asks."""
+    if reading.instructed:
+        return INSTRUCTION
+    return CHATTER if not reading.question else QUESTION
+
+
+def _follow_ups(reader: Reader, words: ModuleWords, heldout: Path) -> Measured:
+    pairs = load_pairs(EXAMPLES / "follow_ups.jsonl")
+    path = heldout / "follow_ups.jsonl"
+    if not path.is_file():
+        return Measured("continues", len(pairs), None, 0, None)
+    held = load_pairs(path)
+    predicted = [_read(reader, words, p.message, words.read(p.previous)[0]).continues for p in held]
+    score = balanced_accuracy([str(p.continues) for p in held], [str(c) for c in predicted])
+    return Measured("continues", len(pairs), None, len(held), score)
+
+
+def _instructions(reader: Reader, words: ModuleWords, heldout: Path) -> Measured:
+    """Messages holding an order, told from ordinary ones: recall and false-positive rate in the note."""
+    path = heldout / "instructions.jsonl"
+    if not path.is_file():
+        return Measured("instructions", 0, None, 0, None)
+    rows = _rows(path)
+    flagged = [_read(reader, words, row["text"]).instructed for row in rows]
+    positives = [f for f, row in zip(flagged, rows, strict=True) if row["instruction"]]
+    negatives = [f for f, row in zip(flagged, rows, strict=True) if not row["instruction"]]
+    recall, false_positives = sum(positives) / len(positives), sum(negatives) / len(negatives)
+    truth = [str(row["instruction"]) for row in rows]
+    note = f"recall {recall:.3f} ({sum(positives)}/{len(positives)}), false positives {false_positives:.3f}"
+    note += f" ({sum(negatives)}/{len(negatives)})"
+    return Measured("instructions", 0, None, len(rows), balanced_accuracy(truth, [str(f) for f in flagged]), note)
