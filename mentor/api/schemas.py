@@ -10,6 +10,7 @@ from mentor.answer import ToolCall
 from mentor.record import AnsweredQuestion
 from mentor.text import MAX_MESSAGE_CHARS
 from mentor.tools.registry import title_of
+from mentor.understanding import Reading
 
 
 class ErrorResponse(BaseModel):
@@ -108,6 +109,30 @@ class GroundingOut(BaseModel):
     untraced_numbers: list[str]
 
 
+class PartOut(BaseModel):
+    text: str = Field(description="The part as the learner wrote it.")
+    kind: str = Field(description="The kind of answer it wants: definition, explanation, comparison, choice, "
+                      "verdict, calculation, procedure, sources, overview or repeat.")  # fmt: skip
+    lacking: list[str] = Field(description="Concepts it names that the module does not cover.")
+
+
+class ReadingOut(BaseModel):
+    """The message as mentor read it, once, before answering (mentor.understanding)."""
+
+    question: str = Field(description="The question as read: orders and chat left out, spelling corrected toward "
+                          "the module, its shorthand spelled out; empty when the message asks nothing.")  # fmt: skip
+    kind: str
+    parts: list[PartOut]
+    continues: bool = Field(description="Whether it continues the conversation's previous question.")
+    instructed: bool = Field(description="Whether it held an instruction to the mentor (left out, never obeyed).")
+    lacking: list[str]
+    corrections: list[list[str]] = Field(description="Words corrected: [as written, as read].")
+
+    @classmethod
+    def of(cls, reading: Reading) -> ReadingOut:
+        return cls.model_validate(reading.summary())
+
+
 class ChatResponse(BaseModel):
     """The answer to one question: the one shape of /v1/chat, the stream's `done` event and `mentor ask --json`."""
 
@@ -131,8 +156,12 @@ class ChatResponse(BaseModel):
     retrieval_query: str = Field(
         "",
         description="The question as retrieval saw it: instructions and personal details dropped, a follow-up "
-        "joined to the question it follows. Eval suites measure retrieval on it.",
+        "joined to the question it follows.",
     )
+    passages: list[PassageOut] = Field(
+        [], description="The passages the answer stood on, best first: the contexts eval suites measure."
+    )
+    reading: ReadingOut | None = Field(None, description="The message as read (None if the client left first).")
 
     @classmethod
     def of(cls, answered: AnsweredQuestion) -> ChatResponse:
@@ -164,6 +193,19 @@ class ChatResponse(BaseModel):
             latency_ms=round(answered.latency_ms, 2),
             fallback_reason=answer.fallback_reason,
             retrieval_query=answered.retrieval_query,
+            passages=[
+                PassageOut(
+                    chunk_id=p.chunk_id,
+                    section_id=p.section_id,
+                    section_title=p.section_title,
+                    text=p.text,
+                    score=p.score,
+                    dense_similarity=p.dense_similarity,
+                    bm25_score=p.bm25_score,
+                )
+                for p in answered.passages
+            ],  # fmt: skip
+            reading=ReadingOut.of(answered.reading) if answered.reading is not None else None,
         )
 
     def public(self) -> dict[str, Any]:

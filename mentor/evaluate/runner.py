@@ -1,9 +1,10 @@
 """Run golden cases through the HTTP API, exactly as a learner app and an analyst would call it.
 
-Every case is its own conversation with its own learner id. The last turn is the evaluated one; for it the
-runner also asks `/v1/search` with the query the chat itself reports having retrieved with (`retrieval_query`:
-follow-ups joined to the earlier turn, instructions and personal details dropped), so retrieval is measured on
-the same query the answer was built from. After all cases,
+Every case is its own conversation with its own learner id. The last turn is the evaluated one; retrieval is
+measured on the passages the chat reports having answered from (every search the reading made: the question after
+the earlier turn it continues, each part, the module's reading list for a question about sources), so it is
+measured on what the answer was built from. A deployment that reports no passages is asked `/v1/search` with the
+query the chat reports (`retrieval_query`). After all cases,
 the analyst API is read back to check that no personal detail reached the stored rows.
 """
 
@@ -246,7 +247,10 @@ async def _run_case(case: Case, *, client: httpx.AsyncClient, learner_id: str) -
     result.server_latency_ms = data.get("latency_ms")
     # A deployment older than the field gets the question as asked.
     result.search_query = data.get("retrieval_query") or case.turns[-1].strip()
-    await _search(result, client=client)
+    if "passages" in data:
+        result.retrieved = _passages(data["passages"])  # what the answer stood on, as the chat retrieved it
+    else:
+        await _search(result, client=client)
     return result
 
 
@@ -260,8 +264,11 @@ async def _search(result: CaseResult, *, client: httpx.AsyncClient) -> None:
     if response.status_code != 200:
         result.error = f"/v1/search answered HTTP {response.status_code}: {_message(response)}"
         return
-    passages = response.json().get("passages", [])
-    result.retrieved = [
+    result.retrieved = _passages(response.json().get("passages", []))
+
+
+def _passages(passages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [
         {
             "rank": rank,
             "chunk_id": p.get("chunk_id"),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-SURE_KIND = 0.7  # a kind decided at least this surely changes what is searched (see `Reading.surely`)
+SURE_KIND = 0.35  # a kind decided at least this surely (of ten) changes what is searched (`Reading.surely`)
 # What a clause does.
 QUESTION, INSTRUCTION, CHATTER = "question", "instruction", "chatter"
 ACTS = (QUESTION, INSTRUCTION, CHATTER)

@@ -13,7 +13,8 @@ ordinary word, not a topic?"), its vocabulary knows chat ("lol", "idk", "thx"), 
 - Else, a long word (`ENGLISH_LETTERS`) one slip of the keyboard from a far more common English word is taken
   ("mdoule" -> "module", "introuced" -> "introduced", "multilpying" -> "multiplying"); a shorter one only tells that
   it is a typo, not a topic the module lacks (`english_correction`: "teh" is the slip of "the", while "peft" would
-  read as "pest"). A name (a capital inside, a digit) is never taken toward English.
+  read as "pest"). A name (a capital inside: "AdamW", "QLoRA") is never corrected, a word with digits never
+  toward English.
 """
 
 from __future__ import annotations
@@ -124,10 +125,12 @@ class Speller:
         word = written.lower()
         if len(word) < MIN_LETTERS or "'" in word or word.isdigit() or self.knows(word) or frequency(word) >= ORDINARY:
             return None
+        if any(ch.isupper() for ch in written[1:]):
+            return None  # a name as its author writes it ("AdamW", "QLoRA"), not a misspelling
         nearest = self._module(word)
         if nearest is not None:
             return Correction(written, nearest)
-        if len(word) < ENGLISH_LETTERS or not word.isalpha() or any(ch.isupper() for ch in written[1:]):
+        if len(word) < ENGLISH_LETTERS or not word.isalpha():
             return None
         english = english_correction(word)
         return None if english is None else Correction(written, english)
