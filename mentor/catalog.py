@@ -78,6 +78,13 @@ def make_catalog(
     examples: ScopeExamples | None = None,
 ) -> Catalog:
     """A catalog of `modules`; the scope examples are loaded (embedded) unless a previous catalog's are given."""
+    decisions = Decisions.load(
+        embedder,
+        words={m: index.words for m, index in indexes.items()},
+        lacking_examples=settings.lacking_examples,
+        follow_up_examples=settings.follow_up_examples,
+        cache_dir=settings.model_cache_dir,
+    )
     retriever = Retriever(
         embedder,
         indexes,
@@ -86,13 +93,7 @@ def make_catalog(
         scope_weight=settings.scope_weight,
         examples=examples if examples is not None else scope_examples(settings, embedder, indexes),
         example_weight=settings.scope_example_weight,
-    )
-    decisions = Decisions.load(
-        embedder,
-        words={m: index.words for m, index in indexes.items()},
-        lacking_examples=settings.lacking_examples,
-        follow_up_examples=settings.follow_up_examples,
-        cache_dir=settings.model_cache_dir,
+        topicality=decisions.lacking.topicality,
     )
     urls = {m.id: module_urls(m.body) for m in modules.values()}
     reader = Reader(embedder, decisions)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import bm25s
@@ -117,9 +117,11 @@ class Retriever:
         scope_weight: float = 0.5,
         examples: ScopeExamples | None = None,
         example_weight: float = 0.0,
+        topicality: Callable[[str], float] = lambda word: 1.0,
         cache_size: int = SEARCH_CACHE_SIZE,
     ) -> None:
         self.embedder = embedder
+        self.topicality = topicality  # how surely a word the module lacks names a topic (the reader's decision)
         self._rrf_k = rrf_k
         self.scope_threshold = scope_threshold
         self.scope_weight = scope_weight
@@ -131,15 +133,20 @@ class Retriever:
 
     def coverage(self, query: str, module_id: str) -> float:
         """The share of what `query` asks about that the module uses: its words weighted by how rare they are in
-        English (`RARE`), numbers left out (they are arguments). 0.5 for a query of numbers and stop words."""
+        English (`RARE`), a word the module lacks also by how surely it names a topic (`topicality`: "solve" and
+        "quantities" ask, "fp8" names), numbers left out (they are arguments). 0.5 for a query of numbers and stop
+        words."""
         words = self.modules[module_id].words
         known = total = 0.0
         for word in WORD.findall(query.lower()):
             if word.isdigit() or len(word) < 2 or word in STOP_WORDS:
                 continue
             weight = max(MIN_WEIGHT, RARE - frequency(word))
+            if words.knows(word):
+                known += weight
+            else:
+                weight *= self.topicality(word)
             total += weight
-            known += weight if words.knows(word) else 0.0
         return known / total if total else 0.5
 
     @property

@@ -25,7 +25,6 @@ from mentor.text import (
     strip_markers,
     tokenize,
 )
-from mentor.text.spelling import MAX_RESPELLED, correct, module_terms, respell
 from mentor.text.units import clauses
 
 from .conftest import CORPUS
@@ -47,40 +46,6 @@ def test_tokenize_reads_a_comparative_as_its_adjective() -> None:
     assert tokenize("smaller models") == tokenize("small model") == ["small", "model"]
     assert tokenize("the cheapest, fastest option") == tokenize("cheap fast option")
     assert tokenize("layer") == ["layer"]  # only the listed comparatives: "-er" is not cut from every word
-
-
-def test_a_four_letter_stem_missing_an_inner_letter_is_the_module_word() -> None:
-    vocab = {"token", "bring", "pipelin"}
-    assert correct(tokenize("tokns"), vocab) == ["token"]  # "tokns" stems to "tokn"
-    assert correct(["ring"], vocab) == ["ring"]  # a first letter is never supplied: "ring" is not "bring"
-    assert correct(["toke"], vocab) == ["toke"]  # nor a last one
-
-
-def test_a_word_with_one_letter_too_many_or_two_swapped_is_respelled_before_stemming() -> None:
-    vocab = set(tokenize("loss scaling, gradient accumulation, quantization"))
-    # "scailing" stems to "scail" and "scaling" to "scale": only the word as written is one edit away.
-    assert correct(tokenize("scailing"), vocab) == ["scail"]
-    assert module_terms("loss scailing", vocab) == ["loss", "scale"]
-    assert module_terms("quantizaiton and acumulation", vocab) == ["quantiz", "accumul"]
-    assert respell("gradeint", vocab) == "gradient"
-    # An ordinary English word is not a typo ("filing" is not "filling"), and a short word is left alone.
-    assert respell("filing a form", {"fill"}) == "filing a form"
-    assert respell("losss", vocab) == "losss"
-
-
-def test_a_word_missing_a_letter_is_respelled_to_the_module_word_or_else_to_plain_english() -> None:
-    vocab = set(tokenize("mixed precision training, data parallel"))
-    assert module_terms("mixed precison", vocab) == ["mix", "precis"]  # "precison" stems two edits from "precis"
-    # A typo of ordinary English is that word (a stop word here), not a topic the module lacks.
-    assert respell("the diffrence", vocab) == "the difference" and "diffrenc" not in module_terms("diffrence", vocab)
-    assert respell("bitsandbytes", vocab) == "bitsandbytes"  # a name nothing is one letter from stays
-
-
-def test_respelling_gives_up_after_a_few_unknown_words() -> None:
-    vocab = set(tokenize("scaling"))
-    text = " ".join(["qwertzuiop"] * MAX_RESPELLED + ["scailing"])
-    assert respell(text, vocab).endswith("scailing")  # a pasted page of names costs at most MAX_RESPELLED tries
-    assert respell("scailing", vocab) == "scaling"
 
 
 # ---- markers ------------------------------------------------------------------------------------------------

@@ -183,7 +183,7 @@ class ExtractiveEngine:
         if reading is None or not reading.continues:
             parts: list[Part] = []
             for read in reading.parts if reading is not None else ():
-                part = Part.of(read.text, profile, read.written)
+                part = Part.of(read.text, profile, read.written, read.meant)
                 # "why?" or "what happens then?", read with the part before it, adds no topic of its own.
                 if not parts or not set(part.terms) <= set(parts[-1].terms):
                     parts.append(part)

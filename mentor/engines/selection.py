@@ -72,15 +72,19 @@ class Part:
     names: frozenset[str] = frozenset()
     # The terms the learner states rather than denies ("my model already fits on one GPU": "fit").
     affirmed: frozenset[str] = frozenset()
+    # The word pairs of the module's phrases for the learner's shorthand ("idling" -> "pipeline bubble"): the only
+    # handle on what was asked, so a unit using such a phrase is about it.
+    phrases: frozenset[tuple[str, str]] = frozenset()
 
     @classmethod
-    def of(cls, text: str, profile: ModuleProfile, name: str = "") -> Part:
+    def of(cls, text: str, profile: ModuleProfile, name: str = "", meant: Sequence[str] = ()) -> Part:
         name = (name or text).strip(" ,;:?!.")
         words = profile.words(text)
         pairs = tuple(dict.fromkeys(_pairs(words)))
         terms = profile.terms(text)
         affirmed = frozenset(terms) - negated(text)
-        return cls(text, terms, pairs, name, tuple(words), _names(text, profile), affirmed)
+        phrases = frozenset(pair for phrase in meant for pair in _pairs(profile.words(phrase)))
+        return cls(text, terms, pairs, name, tuple(words), _names(text, profile), affirmed, phrases)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +231,8 @@ def read(view: View, title_terms: frozenset[str], part: Part, part_vector: np.nd
         profile.term_weights[t] * (1.0 if t in view.terms else TITLE_WEIGHT if t in title_terms else 0) for t in known
     )
     adjacent = sum(pair in view.pairs for pair in part.pairs) / len(part.pairs) if part.pairs else 0.0
-    return dense + LEXICAL_WEIGHT * shared / total + PAIR_WEIGHT * adjacent
+    meant = PAIR_WEIGHT if part.phrases & view.pairs else 0.0
+    return dense + LEXICAL_WEIGHT * shared / total + PAIR_WEIGHT * adjacent + meant
 
 
 def best_score(

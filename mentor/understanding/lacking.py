@@ -13,6 +13,7 @@ accumulation": the module says "gradients", never "accumulation").
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -102,10 +103,15 @@ class LackingModel:
 
     def is_topic(self, written: str) -> bool:
         """True when the word names a topic (only asked of words the module does not know)."""
+        return self.model is not None and self.topicality(written) >= self.threshold
+
+    @functools.lru_cache(maxsize=8192)  # noqa: B019 - built once per process and kept: the cache lives as long
+    def topicality(self, written: str) -> float:
+        """The probability that a word the module does not know names a topic (1 without a model: every word
+        counts as one)."""
         if self.model is None:
-            return False
-        probability = self.model.predict_proba(np.asarray([features(written, self.asking)]))[0, 1]
-        return float(probability) >= self.threshold
+            return 1.0
+        return float(self.model.predict_proba(np.asarray([features(written, self.asking)]))[0, 1])
 
     def lacking(self, text: str, speller: Speller) -> tuple[str, ...]:
         """The concepts `text` names that the module lacks, as written, each once."""

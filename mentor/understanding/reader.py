@@ -155,7 +155,8 @@ class Reader:
             alone = standalone.probability(group[0].read, group[0].vector, "self")
             lacking = self.decisions.lacking.lacking(written, words.speller)
             asks = min(p.confidence for p in group)
-            parts.append(Part(text, written, kind, vectors[text], lacking, asks, alone, sure))
+            meant = tuple(words.lexicon.expansions(written))
+            parts.append(Part(text, written, kind, vectors[text], lacking, asks, alone, sure, meant))
         return parts
 
     def _parted(self, before: _Piece, after: _Piece) -> bool:

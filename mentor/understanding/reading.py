@@ -54,6 +54,9 @@ class Part:
     asks: float = 1.0  # how surely it is a question (not chat)
     alone: float = 1.0  # how surely it stands on its own (not a follow-up of the part before it)
     kind_confidence: float = 1.0  # how surely it wants that kind of answer
+    # The module's own words for the learner's shorthand in it (its glossary: "idling" -> "pipeline bubble"): the
+    # only handle on what was asked, so a sentence using that phrase is about it.
+    meant: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)

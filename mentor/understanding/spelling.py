@@ -11,9 +11,9 @@ ordinary word, not a topic?"), its vocabulary knows chat ("lol", "idk", "thx"), 
 - Else, the module's nearest word within `edits` is taken ("paralel" -> "parallel", "pipline" -> "pipeline",
   "quantisation" -> "quantization"), in the text retrieval searches.
 - Else, a long word (`ENGLISH_LETTERS`) one slip of the keyboard from a far more common English word is taken
-  ("mdoule" -> "module", "introuced" -> "introduced", "multilpying" -> "multiplying"); a shorter one only tells that
-  it is a typo, not a topic the module lacks (`english_correction`: "teh" is the slip of "the", while "peft" would
-  read as "pest"). A name (a capital inside: "AdamW", "QLoRA") is never corrected, a word with digits never
+  ("mdoule" -> "module", "introuced" -> "introduced", "multilpying" -> "multiplying"), and a shorter one only when
+  two of its letters were swapped ("thnig" -> "thing"); otherwise it only tells that it is a typo, not a topic the
+  module lacks (`english_correction`: "teh" is the slip of "the", while "peft" would read as "pest"). A name (a capital inside: "AdamW", "QLoRA") is never corrected, a word with digits never
   toward English.
 """
 
@@ -125,15 +125,17 @@ class Speller:
         word = written.lower()
         if len(word) < MIN_LETTERS or "'" in word or word.isdigit() or self.knows(word) or frequency(word) >= ORDINARY:
             return None
-        if any(ch.isupper() for ch in written[1:]):
-            return None  # a name as its author writes it ("AdamW", "QLoRA"), not a misspelling
+        if any(ch.isupper() for ch in written[1:]) and not written.isupper():
+            return None  # a name as its author writes it ("AdamW", "QLoRA"), not a misspelling (or a shout)
         nearest = self._module(word)
         if nearest is not None:
             return Correction(written, nearest)
-        if len(word) < ENGLISH_LETTERS or not word.isalpha():
+        if not word.isalpha():
             return None
         english = english_correction(word)
-        return None if english is None else Correction(written, english)
+        if english is None or (len(word) < ENGLISH_LETTERS and sorted(english) != sorted(word)):
+            return None  # a shorter word is taken toward English only when two of its letters were swapped
+        return Correction(written, english)
 
     def knows(self, word: str) -> bool:
         """True for a word the module uses, in this form or another of the same stem ("gradient", "gradients")."""
