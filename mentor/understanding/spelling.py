@@ -13,7 +13,8 @@ ordinary word, not a topic?"), its vocabulary knows chat ("lol", "idk", "thx"), 
 - Else, a long word (`ENGLISH_LETTERS`) one slip of the keyboard from a far more common English word is taken
   ("mdoule" -> "module", "introuced" -> "introduced", "multilpying" -> "multiplying"), and a shorter one only when
   two of its letters were swapped ("thnig" -> "thing"); otherwise it only tells that it is a typo, not a topic the
-  module lacks (`english_correction`: "teh" is the slip of "the", while "peft" would read as "pest"). A name (a capital inside: "AdamW", "QLoRA") is never corrected, a word with digits never
+  module lacks (`english_correction`: "teh" is the slip of "the", while "peft" would read as "pest").
+- A name (a capital inside a word not all capitals: "AdamW", "QLoRA") is never corrected, a word with digits never
   toward English.
 """
 
