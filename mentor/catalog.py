@@ -129,7 +129,7 @@ def sync_catalog(
     report = build_index(index, modules, chunks, embedder, progress=progress, on_plan=on_plan)
     vectors = load_vectors(index.chunks, [c.id for c in chunks])
     digests = {p.module_id: p.digest for p in publication(modules, chunks)}
-    indexes = index_modules(chunks, vectors, {m.id: m.glossary for m in modules})
+    indexes = index_modules(chunks, vectors, {m.id: m for m in modules})
     catalog = make_catalog(settings, embedder, {m.id: m for m in modules}, indexes, digests)
     return catalog, report
 
@@ -149,7 +149,7 @@ def read_catalog(settings: Settings, embedder: Embedder, index: Index, previous:
     sources = read_sources(index, [p.module_id for p in changed])
     chunks, vectors = read_chunks(index, [cid for p in changed for cid in p.chunk_ids])
     parsed = {m: parse_module(source, Path(f"{m}.md")) for m, source in sources.items()}
-    fresh = index_modules(chunks, vectors, {m: module.glossary for m, module in parsed.items()})
+    fresh = index_modules(chunks, vectors, parsed)
     modules: dict[str, Module] = {}
     indexes: dict[str, ModuleIndex] = {}
     for record in records:

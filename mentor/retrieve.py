@@ -10,7 +10,7 @@ import bm25s
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS as STOP_WORDS
 
-from mentor.corpus import Chunk
+from mentor.corpus import Chunk, Module
 from mentor.embeddings import Embedder
 from mentor.errors import InvalidInput, NotFound
 from mentor.scope import ScopeExamples
@@ -75,29 +75,32 @@ class ModuleIndex:
 
     @classmethod
     def build(
-        cls, chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray], glossary: Sequence[tuple[str, str]] = ()
+        cls, chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray], module: Module | None = None
     ) -> ModuleIndex:
-        """Index one module's chunks; `vectors` maps every chunk id to its stored embedding."""
+        """Index one module's chunks; `vectors` maps every chunk id to its stored embedding; the module's front
+        matter gives its glossary and the prerequisites its opening names."""
         tokens = [tokenize(c.embedding_text) for c in chunks]
         bm25 = bm25s.BM25()
         bm25.index(tokens, show_progress=False)
         matrix = np.asarray([vectors[c.id] for c in chunks], dtype=np.float32)
         vocab = frozenset(t for doc in tokens for t in doc)
+        glossary = module.glossary if module is not None else ()
         words = ModuleWords.of(Lexicon.of([c.embedding_text for c in chunks], glossary))
-        return cls(tuple(chunks), matrix, bm25, vocab, ModuleProfile.of(chunks), words)
+        profile = ModuleProfile.of(chunks, prerequisites=module.prerequisites if module is not None else ())
+        return cls(tuple(chunks), matrix, bm25, vocab, profile, words)
 
 
 def index_modules(
     chunks: Sequence[Chunk],
     vectors: Mapping[str, np.ndarray],
-    glossaries: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+    modules: Mapping[str, Module] | None = None,
 ) -> dict[str, ModuleIndex]:
-    """A `ModuleIndex` per module of `chunks`, in the order modules first appear, with each module's glossary."""
+    """A `ModuleIndex` per module of `chunks`, in the order modules first appear, with each module's front matter."""
     by_module: dict[str, list[Chunk]] = {}
     for chunk in chunks:
         by_module.setdefault(chunk.module_id, []).append(chunk)
-    glossaries = glossaries or {}
-    return {m: ModuleIndex.build(part, vectors, glossaries.get(m, ())) for m, part in by_module.items()}
+    modules = modules or {}
+    return {m: ModuleIndex.build(part, vectors, modules.get(m)) for m, part in by_module.items()}
 
 
 class Retriever:

@@ -188,8 +188,7 @@ async def measure(spec: StageSpec) -> dict:
     modules = load_corpus(settings.corpus_dir)
     chunks = chunk_corpus(modules, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
     vectors = embedder.embed_documents([c.embedding_text for c in chunks])
-    glossaries = {m.id: m.glossary for m in modules}
-    indexes = index_modules(chunks, {c.id: v for c, v in zip(chunks, vectors, strict=True)}, glossaries)
+    indexes = index_modules(chunks, {c.id: v for c, v in zip(chunks, vectors, strict=True)}, {m.id: m for m in modules})
     catalog = make_catalog(settings, embedder, {m.id: m for m in modules}, indexes, {})
     clock = Clock()
     chat_model = OpenAIChatModel(

@@ -51,6 +51,7 @@ ENGINE = "extractive"
 MAX_UNITS = {"explain": 3, "brief": 1, "hint": 1}
 # A model size in module text ("7B", "1.4T"): a sentence about another size is the worked example, not the rule.
 SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([BT])\b")
+OPENING_MARGIN = 0.1  # another sentence of the opening answers a question about the module if this much better
 OWN_TERMS = 2  # a follow-up naming this many topic words is read on its own, not joined to the question before
 # ... unless joined it is answered better by this much: joined, the earlier question's words favour the earlier
 # answer's neighbours ("why not quantize activations too?" after int4 weight-only got the other weight-only line).
@@ -126,16 +127,15 @@ class ExtractiveEngine:
         if not question.passages:
             return Selection([], []), []
         profile, reading = question.profile, question.reading
-        kind = reading.kind if reading is not None else "other"
         about = reading is not None and (reading.surely("sources") or reading.surely("overview"))
         pool = candidates(question.passages, self._units_of, profile, allow_boilerplate=about, planted=question.planted)
         last = quoted_before([question.history[-1].answer]) if question.history else ""
-        if kind == "repeat" and last:
+        if reading is not None and reading.surely("repeat") and last:
             # "sorry, can you say that again?": the last answer's sentences, as they were.
             again = [c for c in pool if " ".join(c.unit.text.split()) in last]
             if again:
                 return Selection(again, []), [Part.of(question.text, profile)]
-        said = last if kind != "repeat" else ""  # a follow-up asks for what the last answer did not say
+        said = "" if reading is not None and reading.surely("repeat") else last  # a follow-up asks for the unsaid
         computed = [c for c in tool_calls if c.error is None]
         if computed:
             fresh = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
@@ -234,14 +234,19 @@ class ExtractiveEngine:
             # "give me the interview one-liners" names a section: quote it rather than a lookalike sentence.
             return named[:limit]
         if reading is not None and reading.surely("overview"):
-            # "who is it for?", "quick summary of the module": the opening's sentence nearest to what is asked.
-            listing = {c.passage.chunk_id for c in pool if c.unit.text in profile.sources}
-            opening = [c for c in pool if c.unit.text in profile.boilerplate and c.passage.chunk_id not in listing]
-            best = max(
-                opening, key=lambda c: max(score(c, p, v, profile) for p, v in zip(parts, vectors, strict=True)),
-                default=None,
-            )  # fmt: skip
-            return [best] if best is not None else None
+            # "quick summary of the module": its opening sentence, which says what it covers; "who is it for?",
+            # "what do I need first?": the opening's line naming its prerequisites, when that answers much better.
+            first = [c for c in pool if profile.opening and c.unit.text == profile.opening[0]]
+            audience = [c for c in pool if c.unit.text in profile.audience]
+            if not first:
+                return audience[:1] or None
+            if (
+                audience
+                and _best(audience[0], parts, vectors, profile)
+                > _best(first[0], parts, vectors, profile) + OPENING_MARGIN
+            ):
+                return audience[:1]
+            return first
         if reading is None or not reading.surely("sources"):
             return None
         if not any(part.terms for part in parts):
@@ -336,6 +341,11 @@ def _vectors_of(units: list[Unit], vectors: np.ndarray) -> UnitVectors:
         by_unit.append(vectors[start : start + size])
         start += size
     return units, vectors[: len(units)] if units else np.zeros((0, 1)), by_unit
+
+
+def _best(candidate: Candidate, parts: Sequence[Part], vectors: Sequence[np.ndarray], profile: ModuleProfile) -> float:
+    """The best score `candidate` reaches for any part."""
+    return max(score(candidate, p, v, profile) for p, v in zip(parts, vectors, strict=True))
 
 
 def covers_more(part: Part, lacking: frozenset[str], profile: ModuleProfile) -> bool:

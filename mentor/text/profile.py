@@ -9,6 +9,8 @@
 - `sources`: the reading list's rows, the answer to "where does this idea come from?".
 - `names`: words the module always capitalises, inside a sentence too ("Kaplan", "Chinchilla", "GPTQ"): the
   names of things it says apart, so a question naming two of them wants a sentence about each.
+- `opening`, `audience`: the opening's units, and those naming a prerequisite module (its front matter's ids):
+  what a question about the module itself is answered with.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class ModuleProfile:
     boilerplate: frozenset[str] = frozenset()
     sources: frozenset[str] = frozenset()
     names: frozenset[str] = frozenset()
+    opening: tuple[str, ...] = ()  # the opening's units in reading order: the first says what the module covers
+    audience: frozenset[str] = frozenset()  # the opening's units naming a prerequisite: whom it is for
 
     def words(self, text: str) -> list[str]:
         """A question's terms, in order ("stage", "2" kept): read already (`mentor.understanding`), so spelt as the
@@ -59,8 +63,9 @@ class ModuleProfile:
         return tuple(dict.fromkeys(t for t in self.words(text) if not t[:1].isdigit() and len(t) > 1))
 
     @classmethod
-    def of(cls, chunks: Sequence[Piece]) -> ModuleProfile:
-        """Profile a module from its chunks in reading order (position 0 opens the module)."""
+    def of(cls, chunks: Sequence[Piece], *, prerequisites: Sequence[str] = ()) -> ModuleProfile:
+        """Profile a module from its chunks in reading order (position 0 opens the module); the units of its
+        opening that name one of its `prerequisites` (module ids) say whom it is for and what comes first."""
         units = [(chunk, unit.text) for chunk in chunks for unit in split_units(chunk.text)]
         terms = [set(tokenize(text)) for _, text in units]
         frequency = Counter(term for unit_terms in terms for term in unit_terms)
@@ -74,7 +79,10 @@ class ModuleProfile:
         for (_, text), unit_terms in zip(units, terms, strict=True):
             if unit_terms and any(len(unit_terms & o) / len(unit_terms | o) >= RESTATEMENT for o in opening if o):
                 boilerplate.add(text)
-        return cls(weights, dict(frequency), frozenset(boilerplate), sources, _names(text for _, text in units))
+        opening_units = [text for chunk, text in units if chunk.position == 0]
+        audience = frozenset(text for text in opening_units if any(p in text for p in prerequisites))
+        names = _names(text for _, text in units)
+        return cls(weights, dict(frequency), frozenset(boilerplate), sources, names, tuple(opening_units), audience)
 
 
 def describes_module(piece: Piece) -> bool:
