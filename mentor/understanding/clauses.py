@@ -23,7 +23,7 @@ BOUNDARY = re.compile(
     r"|(?<!\s)\s*;\s*"  # a semicolon
     r"|(?<!\s)\s*(?:`{3,}|~{3,})\w*\s*"  # a code fence
     r"|(?<![\s#=*_<>~-])\s*(?:#{2,}|-{3,}|={3,}|\*{3,}|_{3,}|>{3,}|<{3,})\s*"  # Markdown rules, "### ... ###"
-    r"|(?<!\s)\s*(?:<\|[^|<>]{1,30}\|>|\[/?[A-Z]{2,10}\]|<</?[A-Z]{2,10}>>|</?[A-Za-z][\w-]{0,30}>)\s*"  # tokens
+    r"|(?:(?<!\s)\s*)?(?:<\|[^|<>]{1,30}\|>|\[/?[A-Z]{2,10}\]|<</?[A-Z]{2,10}>>|</?[A-Za-z][\w-]{0,30}>)\s*"  # tokens
     r"|(?<!\s)\s*(\{[^{}]{0,200}\"role\"[^{}]{0,400}\})\s*",  # a chat message pasted as JSON: a clause of its own
 )
 # A chat template's own syntax in a learner's message is an attempt to speak as the system (formal, not wording):
