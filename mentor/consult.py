@@ -17,12 +17,11 @@ from mentor.engines.planner import PlannedCall, plan_tools
 from mentor.privacy import without_personal_details
 from mentor.retrieve import Passage, Retrieval, Retriever
 from mentor.text.profile import describes_module
-from mentor.understanding import Part, Reader, Reading
+from mentor.understanding import Reader, Reading
 from mentor.understanding.words import ModuleWords
 
 BOILERPLATE_SLACK = 2  # passages read beyond `top_k`: a module's opening and its reading list
 ABOUT_MODULE = frozenset({"sources", "overview"})  # kinds answered from what describes the module
-SURE = 0.8  # a part set aside is named as left out only when it surely asks something of its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +36,9 @@ class Grounds:
     @property
     def answerable(self) -> bool:
         """Whether the module covers it: relevant passages, a calculation about its topics, or a question about
-        the module itself or its sources that names no concept the module lacks."""
+        the module itself (its sources, what it is) that names no concept the module lacks."""
         reading = self.reading
-        about = any(reading.surely(kind) for kind in ABOUT_MODULE) and not reading.lacking
+        about = reading.about_module and any(reading.surely(k) for k in ABOUT_MODULE) and not reading.lacking
         return bool(reading.question) and (self.retrieval.in_scope or bool(self.plan) or about)
 
 
@@ -55,21 +54,18 @@ def consult(
     if len(reading.parts) > 1:
         searched = [(p, _search(retriever, p.text, reading, module_id, top_k, p.vector)) for p in reading.parts]
         covered = [r for _, r in searched if r.in_scope]
-        # Only a question of its own left out is said to be ("What's the capital of France? And how does ZeRO-3
-        # work?"), not chat beside the question ("ssn 078-05-1120 btw.") nor a fragment of it.
-        set_aside = bool(covered) and any(not r.in_scope and _asks_alone(p) for p, r in searched)
+        # Every part is a question of its own ("What's the capital of France? And how does ZeRO-3 work?"): chat
+        # beside a question is none, and a question leaning on the one before it is read with it (the reader).
+        set_aside = bool(covered) and any(not r.in_scope for _, r in searched)
         if covered:
-            retrieval = _merged(retrieval if retrieval.in_scope else covered[0], covered, top_k)
+            # A part set aside leaves the search for the whole message too: only the covered parts' passages.
+            first = retrieval if retrieval.in_scope and not set_aside else covered[0]
+            retrieval = _merged(first, covered, top_k)
     # Only a question that continues the conversation borrows its numbers ("and for 70B?"); a new one does not
     # ("who won the World Cup in 2014?" after a calculation is no calculation).
     earlier = tuple(turn.asked or turn.question for turn in history) if reading.continues else ()
     plan = plan_tools(reading.question, earlier) if reading.question else []
     return Grounds(reading, retrieval, plan, set_aside)
-
-
-def _asks_alone(part: Part) -> bool:
-    """True for a part that surely asks a question of its own."""
-    return part.asks >= SURE and part.alone >= SURE
 
 
 def _previous(history: tuple[Turn, ...], reader: Reader, words: ModuleWords) -> str:

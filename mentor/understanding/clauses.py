@@ -20,7 +20,7 @@ BOUNDARY = re.compile(
     r"(?<=[.!?])\s+(?=\S)"  # a sentence end before the next word ("1.4T" and "e.g." have no space after the dot)
     r"|(?<=\?)(?=\w)"  # a question mark right before more words: "zero?how does ..."
     r"|(?<![^\S\n\r])[^\S\n\r]*[\n\r]+\s*"  # a line break, with the spaces around it
-    r"|(?<!\s)\s*;\s*"  # a semicolon
+    r"|(?<!\s)\s*;(?=\s)\s*"  # a semicolon before a space ("tl;dr" is a word)
     r"|(?<!\s)\s*(?:`{3,}|~{3,})\w*\s*"  # a code fence
     r"|(?<![\s#=*_<>~-])\s*(?:#{2,}|-{3,}|={3,}|\*{3,}|_{3,}|>{3,}|<{3,})\s*"  # Markdown rules, "### ... ###"
     r"|(?:(?<!\s)\s*)?(?:<\|[^|<>]{1,30}\|>|\[/?[A-Z]{2,10}\]|<</?[A-Z]{2,10}>>|</?[A-Za-z][\w-]{0,30}>)\s*"  # tokens
@@ -34,7 +34,8 @@ TEMPLATE = re.compile(
     re.I,
 )
 COMMA = re.compile(r"[,:]\s+")
-WORDY = re.compile(r"\w")  # a piece of marks and rules ("---", "!!!") is no clause
+WORDY = re.compile(r"\w")
+LABEL = re.compile(r"\S+")  # a piece of marks and rules ("---", "!!!") is no clause
 
 
 def normalise(message: str) -> str:
@@ -51,11 +52,14 @@ def split_clauses(message: str) -> list[str]:
 
 def pieces_of(clause: str) -> list[tuple[str, str]]:
     """A clause cut at its commas and colons: each piece with the mark before it ("" for the first). A piece
-    without a word character joins the one before it."""
+    without a word character joins the one before it; a single word before a colon labels what follows ("Q2: ...",
+    "GPTQ: how does it work?") and stays with it."""
     pieces: list[tuple[str, str]] = []
     start, mark = 0, ""
     for match in COMMA.finditer(clause):
         piece = clause[start : match.start()].strip()
+        if match.group(0).startswith(":") and LABEL.fullmatch(piece):
+            continue
         if WORDY.search(piece):
             pieces.append((mark, piece))
             mark = match.group(0)

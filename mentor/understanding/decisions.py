@@ -3,6 +3,9 @@ across subjects: no module's wording) and the embedder:
 
 - `acts`: what a clause does: asks (question), tries to instruct the mentor (instruction), or chats (chatter);
 - `kinds`: the kind of answer a question wants (`mentor.understanding.reading.KINDS`);
+- `subject`: whether a question asks about the module itself ("who is this course for?", "what does this chapter
+  draw on?") or about a subject it names ("who painted the Mona Lisa?"): only the former is answered from what
+  describes the module, whatever retrieval finds;
 - `standalone`: whether a message can be understood on its own ("self") or leans on the turn before ("depends");
 - `continues`: whether a message continues the previous question: a regression over how much it leans on the turn
   before (`standalone`) and how close it is to it, trained on labelled pairs of consecutive messages;
@@ -137,6 +140,7 @@ class Decisions:
     acts: Classifier
     kinds: Classifier
     standalone: Classifier
+    subject: Classifier
     continues: ContinuesModel
     lacking: LackingModel
 
@@ -158,6 +162,8 @@ class Decisions:
         kinds = Classifier.build("kinds", kinds_rows, embedder, cache_dir=cache_dir)
         standalone_rows = load_labelled(examples / "standalone.jsonl", "label")
         standalone = Classifier.build("standalone", standalone_rows, embedder, cache_dir=cache_dir)
+        subject_rows = load_labelled(examples / "subject.jsonl", "subject")
+        subject = Classifier.build("subject", subject_rows, embedder, cache_dir=cache_dir)
         pairs = load_pairs(examples / "follow_ups.jsonl")
         if follow_up_examples is not None and follow_up_examples.is_file():
             pairs += [_read(pair, words) for pair in load_pairs(follow_up_examples) if pair.module_id in words]
@@ -165,4 +171,4 @@ class Decisions:
         messages = [row.text for row in act_examples(examples, mixes=0)]
         spellers = {module_id: w.speller for module_id, w in words.items()}
         lacking = LackingModel.load(lacking_examples, spellers, messages)
-        return cls(acts, kinds, standalone, continues, lacking)
+        return cls(acts, kinds, standalone, subject, continues, lacking)

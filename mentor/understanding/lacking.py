@@ -38,7 +38,10 @@ WORD = re.compile(r"[0-9]*[A-Za-z][A-Za-z0-9_]*(?:'[a-z]+)?")  # "1F1B", "fp8", 
 QUANTITY = re.compile(r"\d+(?:\.\d+)?[A-Za-z]{0,3}")  # "30B", "80GB", "4k": a number and its unit, not a word
 MAX_DIGITS = 3  # a token with more digits is a number or an id ("run-7b172231"), not a name ("h100", "fp16") ...
 RUNS = re.compile(r"[a-z]+|\d+")
-ID_RUNS, ID_LENGTH = 4, 7  # ... nor is a long one switching between letters and digits this often ("5dd98aec"; "W8A8")
+CASED_RUNS = re.compile(r"[a-z]+|[A-Z]+|\d+")
+# ... nor is a long one switching between letters and digits ("5dd98aec"), or letters, digits and case (base64,
+# "SWdub3JlIGFsbA"), this often: not "W8A8", "FlashAttention", "DeepSpeed", "MegatronLM"
+ID_RUNS, ID_CASED_RUNS, ID_LENGTH = 4, 6, 7
 QUALIFIER_FREQUENCY = 4.0  # a module word rarer than this may qualify the concept after it ("gradient" 3.5)
 BETA = 0.5  # the threshold maximises F-beta on held-back folds: naming a typo as a topic is worse than missing one
 _BUILT: dict[str, LackingModel] = {}
@@ -69,6 +72,7 @@ def words_of(text: str, speller: Speller) -> list[Word]:
             or QUANTITY.fullmatch(lower) is not None
             or sum(ch.isdigit() for ch in lower) > MAX_DIGITS
             or (len(lower) >= ID_LENGTH and len(RUNS.findall(lower)) >= ID_RUNS)
+            or (len(lower) >= ID_LENGTH and len(CASED_RUNS.findall(written)) >= ID_CASED_RUNS)
         )
         known = (
             speller.knows(lower) or bool(speller.lexicon.expansions(lower)) or speller.correction(written) is not None

@@ -36,6 +36,7 @@ def measure(reader: Reader, words: ModuleWords, heldout: Path, examples: Path = 
         ("acts", act_examples(examples)),
         ("kinds", load_labelled(examples / "kinds.jsonl", "kind")),
         ("standalone", load_labelled(examples / "standalone.jsonl", "label")),
+        ("subject", load_labelled(examples / "subject.jsonl", "subject")),
     ):
         texts = [row.text for row in rows]
         score = cross_validated(texts, embed(texts), [row.label for row in rows])
@@ -63,6 +64,9 @@ def _heldout(name: str, reader: Reader, words: ModuleWords, heldout: Path) -> tu
     if name == "acts":
         truth = [row["act"] for row in rows]
         predicted = [_act(_read(reader, words, row["text"])) for row in rows]
+    elif name == "subject":
+        truth = [row["subject"] for row in rows]
+        predicted = ["module" if _read(reader, words, row["text"]).about_module else "topic" for row in rows]
     else:
         truth = [row["kind"] for row in rows]
         predicted = [_read(reader, words, row["text"]).kind for row in rows]
@@ -93,11 +97,14 @@ def _instructions(reader: Reader, words: ModuleWords, heldout: Path) -> Measured
     if not path.is_file():
         return Measured("instructions", 0, None, 0, None)
     rows = _rows(path)
-    flagged = [_read(reader, words, row["text"]).instructed for row in rows]
+    readings = [_read(reader, words, row["text"]) for row in rows]
+    flagged = [reading.instructed for reading in readings]
     positives = [f for f, row in zip(flagged, rows, strict=True) if row["instruction"]]
     negatives = [f for f, row in zip(flagged, rows, strict=True) if not row["instruction"]]
+    # Read as possibly instructing: an order likely but not sure is left out of the question, never reported.
+    guarded = sum(r.guarded for r, row in zip(readings, rows, strict=True) if row["instruction"])
     recall, false_positives = sum(positives) / len(positives), sum(negatives) / len(negatives)
     truth = [str(row["instruction"]) for row in rows]
     note = f"recall {recall:.3f} ({sum(positives)}/{len(positives)}), false positives {false_positives:.3f}"
-    note += f" ({sum(negatives)}/{len(negatives)})"
+    note += f" ({sum(negatives)}/{len(negatives)}), guarded {guarded}/{len(positives)}"
     return Measured("instructions", 0, None, len(rows), balanced_accuracy(truth, [str(f) for f in flagged]), note)

@@ -57,6 +57,7 @@ class Part:
     # The module's own words for the learner's shorthand in it (its glossary: "idling" -> "pipeline bubble"): the
     # only handle on what was asked, so a sentence using that phrase is about it.
     meant: tuple[str, ...] = ()
+    on_module: float = 0.0  # how surely it asks about the module itself, not a subject it names
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -87,6 +88,11 @@ class Reading:
         """True when the message surely wants this kind of answer (`SURE_KIND`): what a kind changes in retrieval
         (the module's reading list or opening joins the passages) is only worth doing when it is clear."""
         return bool(self.parts) and self.parts[0].kind == kind and self.parts[0].kind_confidence >= SURE_KIND
+
+    @property
+    def about_module(self) -> bool:
+        """True when the message asks about the module itself ("who is this for?"), not a subject it names."""
+        return bool(self.parts) and self.parts[0].on_module >= 0.5
 
     @property
     def instructions(self) -> tuple[str, ...]:

@@ -12,8 +12,9 @@ ordinary word, not a topic?"), its vocabulary knows chat ("lol", "idk", "thx"), 
   "quantisation" -> "quantization"), in the text retrieval searches.
 - Else, a long word (`ENGLISH_LETTERS`) one slip of the keyboard from a far more common English word is taken
   ("mdoule" -> "module", "introuced" -> "introduced", "multilpying" -> "multiplying"), and a shorter one only when
-  two of its letters were swapped ("thnig" -> "thing"); otherwise it only tells that it is a typo, not a topic the
-  module lacks (`english_correction`: "teh" is the slip of "the", while "peft" would read as "pest").
+  two of its letters were swapped ("thnig" -> "thing") or, in five letters, one replaced ("wbats" -> "whats");
+  otherwise it only tells that it is a typo, not a topic the module lacks (`english_correction`: "teh" is the slip
+  of "the", while "peft" would read as "pest").
 - A name (a capital inside a word not all capitals: "AdamW", "QLoRA") is never corrected, a word with digits never
   toward English.
 """
@@ -37,6 +38,9 @@ MORE_COMMON = 1.5  # an English correction is this much more common than the wor
 ENGLISH_WORDS = 40_000  # the English words a typo may be of: wordfreq's most frequent, letters only
 MIN_LETTERS = 4  # shorter words are left alone: "tp" is no typo of "to", "awq" none of "aw"
 ENGLISH_LETTERS = 6  # words this long are rewritten toward English too; shorter ones are often names ("peft")
+# ... but a five-letter word with one letter replaced is taken too ("wbats" -> "whats"); one added or dropped is not
+# ("mamba" is no typo of "mama", "llava" none of "lava"). Typo sweep: 0.945 without, 0.953 with.
+REPLACED_LETTERS = 5
 TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9']*[A-Za-z0-9]")
 DIGITS = re.compile(r"\d+")
 MAX_CORRECTED = 16  # a pasted page of names is not respelled word by word (each look-up costs a few milliseconds)
@@ -97,6 +101,11 @@ def _slip(written: str, meant: str) -> bool:
     return swapped or (len(written) >= MIN_LETTERS and written[-1] == meant[-1])
 
 
+def _replaced(written: str, meant: str) -> bool:
+    """True when two letters were swapped, or (in a word of `REPLACED_LETTERS` or more) one replaced."""
+    return sorted(written) == sorted(meant) or (len(written) >= REPLACED_LETTERS and len(written) == len(meant))
+
+
 class Speller:
     """Corrects a learner's words toward one module's words."""
 
@@ -134,8 +143,8 @@ class Speller:
         if not word.isalpha():
             return None
         english = english_correction(word)
-        if english is None or (len(word) < ENGLISH_LETTERS and sorted(english) != sorted(word)):
-            return None  # a shorter word is taken toward English only when two of its letters were swapped
+        if english is None or (len(word) < ENGLISH_LETTERS and not _replaced(word, english)):
+            return None  # a shorter word is taken toward English only for letters swapped or one replaced
         return Correction(written, english)
 
     def knows(self, word: str) -> bool:
