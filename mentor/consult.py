@@ -15,7 +15,7 @@ from mentor.answer import Turn
 from mentor.corpus import Chunk
 from mentor.engines.planner import PlannedCall, plan_tools
 from mentor.privacy import without_personal_details
-from mentor.retrieve import Passage, Retrieval, Retriever
+from mentor.retrieve import MAX_QUERY_CHARS, Passage, Retrieval, Retriever
 from mentor.text.profile import describes_module
 from mentor.understanding import Reader, Reading
 from mentor.understanding.words import ModuleWords
@@ -50,6 +50,8 @@ def consult(
     previous = _previous(history, reader, index.words)
     reading = reader.read(without_personal_details(message) or message, previous=previous, words=index.words)
     retrieval = _search(retriever, reading.query, reading, module_id, top_k)
+    if not reading.question and not reading.instructed and retrieval.in_scope:
+        reading = reader.as_question(reading, index.words)  # terse, not chat: "zero in one sentence"
     set_aside = False
     if len(reading.parts) > 1:
         searched = [(p, _search(retriever, p.text, reading, module_id, top_k, p.vector)) for p in reading.parts]
@@ -84,6 +86,9 @@ def _search(retriever: Retriever, query: str, reading: Reading, module_id: str, 
         vector = None
     else:
         vector = reading.vector if vector is None else vector
+    # A follow-up is searched with the question it continues; two long turns (notes pasted before each) exceed
+    # what a search takes, and the end of the pair (the new question) is kept.
+    query = query[-MAX_QUERY_CHARS:]
     retrieval = retriever.search(query, module_id, top_k + BOILERPLATE_SLACK, vector=vector)
     if any(reading.surely(kind) for kind in ABOUT_MODULE):
         # A question about the module's sources or the module itself is answered from what describes it: its

@@ -20,7 +20,7 @@ from mentor.understanding import ModuleWords
 from mentor.understanding.lexicon import WORD, Lexicon
 from mentor.understanding.spelling import frequency
 
-MAX_QUERY_CHARS = MAX_MESSAGE_CHARS  # a follow-up joined to its question is cut to fit (mentor.understanding)
+MAX_QUERY_CHARS = MAX_MESSAGE_CHARS  # a follow-up joined to its question is cut to fit (mentor.consult)
 # How much a word says about what is asked, by how rare it is in English (wordfreq's Zipf frequency): "fp16" (0)
 # weighs 6, "memory" (4.9) 1.1, "tips" (4.6) 1.4, "run" (5.6) the floor. Coverage is the weighted share of the
 # question's words the module uses: a chat or asking word the module lacks ("tips", "exam") costs it little.

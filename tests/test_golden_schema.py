@@ -104,3 +104,11 @@ def test_every_problem_with_the_new_keys_is_named_with_its_line(tmp_path: Path) 
 def test_match_text_is_how_labels_and_answers_are_compared() -> None:
     assert match_text("ZeRO  shards [1] the\noptimizer state. [2, 3]") == "zero shards the optimizer state."
     assert match_text("Stage 2 also gradients") == "stage 2 also gradients"
+
+
+def test_the_poisoned_fixture_is_the_module_with_an_errata_section_appended() -> None:
+    # The fixture was a copy of the module from before its glossary: poisoned cases then read "zero-2" as nothing
+    # the module knew and refused it, measuring the copy's staleness, not the poison.
+    module = (ROOT / "corpus/p10-llm-systems-frontier-02.md").read_text(encoding="utf-8")
+    poisoned = (ROOT / "eval/fixtures/poisoned/p10-llm-systems-frontier-02.md").read_text(encoding="utf-8")
+    assert poisoned.startswith(module.rstrip("\n")) and "{#errata}" in poisoned[len(module.rstrip("\n")) :]

@@ -34,8 +34,7 @@ TEMPLATE = re.compile(
     re.I,
 )
 COMMA = re.compile(r"[,:]\s+")
-WORDY = re.compile(r"\w")
-LABEL = re.compile(r"\S+")  # a piece of marks and rules ("---", "!!!") is no clause
+WORDY = re.compile(r"\w")  # a piece of marks and rules ("---", "!!!") is no clause
 
 
 def normalise(message: str) -> str:
@@ -52,14 +51,11 @@ def split_clauses(message: str) -> list[str]:
 
 def pieces_of(clause: str) -> list[tuple[str, str]]:
     """A clause cut at its commas and colons: each piece with the mark before it ("" for the first). A piece
-    without a word character joins the one before it; a single word before a colon labels what follows ("Q2: ...",
-    "GPTQ: how does it work?") and stays with it."""
+    without a word character joins the one before it."""
     pieces: list[tuple[str, str]] = []
     start, mark = 0, ""
     for match in COMMA.finditer(clause):
         piece = clause[start : match.start()].strip()
-        if match.group(0).startswith(":") and LABEL.fullmatch(piece):
-            continue
         if WORDY.search(piece):
             pieces.append((mark, piece))
             mark = match.group(0)

@@ -31,9 +31,12 @@ class ModuleWords:
         return self.speller.knows(word) or bool(self.lexicon.expansions(word))
 
     def names_something(self, text: str) -> bool:
-        """True when `text` holds a number, a term of the module's glossary ("TP", "OOM") or a word the module uses
-        that is rare in English ("inference", not "group" or "here"): context for a question, not chat."""
-        return any(ch.isdigit() for ch in text) or any(
-            self.lexicon.expansions(word) or (self.speller.knows(word) and frequency(word) < SPECIFIC)
+        """True when `text` holds a number ("13B", "2 nodes"; not "base64"), a term of the module's glossary ("TP",
+        "OOM") or a word the module uses that is rare in English ("inference", not "group" or "here"): context for
+        a question, not chat."""
+        return any(
+            word[0].isdigit()
+            or self.lexicon.expansions(word)
+            or (self.speller.knows(word) and frequency(word) < SPECIFIC)
             for word in WORD.findall(text.lower())
         )
