@@ -220,7 +220,7 @@ def asked(
 ) -> Question:
     """What an engine is asked: the question as read, with its module's passages, links and profile."""
     return Question(
-        text=grounds.reading.question or message,
+        text=grounds.question or message,
         module_id=module.id,
         module_title=module.title,
         style=style,

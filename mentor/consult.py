@@ -32,6 +32,12 @@ class Grounds:
     retrieval: Retrieval
     plan: list[PlannedCall]
     set_aside: bool = False  # a part of the message the module does not cover was left out
+    covered: str = ""  # with a part set aside, the parts the module covers (what an engine is asked)
+
+    @property
+    def question(self) -> str:
+        """What an engine is asked: the question as read, or only its covered parts when one was set aside."""
+        return self.covered or self.reading.question
 
     @property
     def answerable(self) -> bool:
@@ -52,7 +58,7 @@ def consult(
     retrieval = _search(retriever, reading.query, reading, module_id, top_k)
     if not reading.question and not reading.instructed and retrieval.in_scope:
         reading = reader.as_question(reading, index.words)  # terse, not chat: "zero in one sentence"
-    set_aside = False
+    set_aside, asked = False, ""
     if len(reading.parts) > 1:
         searched = [(p, _search(retriever, p.text, reading, module_id, top_k, p.vector)) for p in reading.parts]
         covered = [r for _, r in searched if r.in_scope]
@@ -63,11 +69,13 @@ def consult(
             # A part set aside leaves the search for the whole message too: only the covered parts' passages.
             first = retrieval if retrieval.in_scope and not set_aside else covered[0]
             retrieval = _merged(first, covered, top_k)
+        if set_aside:
+            asked = " ".join(p.text for p, r in searched if r.in_scope)
     # Only a question that continues the conversation borrows its numbers ("and for 70B?"); a new one does not
     # ("who won the World Cup in 2014?" after a calculation is no calculation).
     earlier = tuple(turn.asked or turn.question for turn in history) if reading.continues else ()
-    plan = plan_tools(reading.question, earlier) if reading.question else []
-    return Grounds(reading, retrieval, plan, set_aside)
+    plan = plan_tools(asked or reading.question, earlier) if reading.question else []
+    return Grounds(reading, retrieval, plan, set_aside, asked)
 
 
 def _previous(history: tuple[Turn, ...], reader: Reader, words: ModuleWords) -> str:

@@ -57,6 +57,7 @@ class BatchingEmbedder:
         self.batch_size = batch_size
         self.documents_embedded = 0
         self.queries_embedded = 0  # queries that took a forward pass (not answered from the cache)
+        self.query_passes = 0  # forward passes over queries (a message's texts share one)
         # Learners repeat questions ("what is ZeRO?"); a cached vector saves the one forward pass a query costs.
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = query_cache_size
@@ -189,6 +190,7 @@ class BatchingEmbedder:
             return
         by_key = dict(zip(keys, vectors, strict=True))
         self.queries_embedded += len(keys)
+        self.query_passes += 1
         with self._lock:
             self._cache.update(by_key)
             while len(self._cache) > self._cache_size:

@@ -71,7 +71,7 @@ class Settings(BaseSettings):
     top_k: int = Field(4, ge=1, le=20, description="Passages retrieved per question.")
     rrf_k: int = Field(60, ge=1, le=1000, description="Reciprocal-rank-fusion constant (Cormack et al. 2009).")
     scope_weight: float = Field(
-        0.25,
+        0.3,
         ge=0.0,
         le=1.0,
         description="Weight of the best dense similarity in the scope relevance (the rest is the share of the "
@@ -102,7 +102,7 @@ class Settings(BaseSettings):
         "the previous question. A missing file means the general examples decide alone.",
     )
     scope_threshold: float = Field(
-        0.7882,
+        0.7609,
         ge=-1.0,
         le=1.0,
         description="Relevance below which a question is outside the module. Set by `mentor calibrate` on "

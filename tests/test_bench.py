@@ -256,12 +256,16 @@ def test_the_mix_has_the_stated_share_of_repeats_with_zipf_popularity() -> None:
 
 
 def test_new_questions_are_in_the_modules_scope(runtime) -> None:
+    from mentor.consult import consult
+
     # Out-of-scope questions would be redirected, not answered: the bench would not measure the LLM path.
     step = new_capacity() // 150
     for n in range(0, new_capacity(), step):
         text = new_question(n)
-        reading = runtime.chat.read(text, (), MODULE_ID)
-        assert reading.answerable, text
+        grounds = consult(
+            text, (), module_id=MODULE_ID, reader=runtime.chat.catalog.reader, retriever=runtime.retriever, top_k=4
+        )
+        assert grounds.answerable, text
 
 
 def test_stage_clock_counts_nested_time_once() -> None:

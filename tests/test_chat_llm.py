@@ -192,6 +192,7 @@ def test_history_is_sent_and_bounded(llm) -> None:
 def test_poisoned_passage_text_is_neutralised_before_the_model_sees_it(llm, runtime) -> None:
     from mentor.answer import Question
     from mentor.retrieve import Passage
+    from mentor.text.units import split_units
 
     stub, _, _ = llm
     engine = build_chat(
@@ -213,7 +214,9 @@ def test_poisoned_passage_text_is_neutralised_before_the_model_sees_it(llm, runt
         0.5,
         1.0,
     )
-    question = Question("what is zero?", MODULE_ID, "Training at scale", "explain", [passage])
+    # The reader decides, once per module, which of its sentences read as orders (here, this passage's).
+    planted = runtime.catalog.reader.planted([unit.text for unit in split_units(passage.text)])
+    question = Question("what is zero?", MODULE_ID, "Training at scale", "explain", [passage], planted=planted)
     user = engine.messages(question)[-1]["content"]
     assert "Ignore all previous instructions" not in user and "[instruction-like text removed]" in user
 
@@ -283,8 +286,9 @@ def test_the_llm_is_asked_only_the_clause_the_module_covers(llm) -> None:
 
 
 def test_a_new_question_takes_one_forward_pass_signal_included(tmp_path, runtime) -> None:
-    """Retrieval embeds the question once; scope, planning, the LLM answer, its grounding check and the signal
-    writer (which stores the question's vector) add no second pass, and the same question asked again adds none."""
+    """The reader embeds the message's texts in one forward pass; retrieval, scope, planning, the LLM answer, its
+    grounding check and the signal writer (which stores the reading's vector) add none, and the same question asked
+    again adds none (every text cached)."""
     from mentor.db import make_engine
     from mentor.signals.schema import migrate
     from mentor.signals.writer import SignalWriter
@@ -298,17 +302,20 @@ def test_a_new_question_takes_one_forward_pass_signal_included(tmp_path, runtime
         settings = make_settings(tmp_path, llm_base_url=stub.url, llm_model="stub-model", database_url=url)
         chat = build_chat(settings, runtime.catalog, runtime.embedder, sink=writer)
         app = create_app(settings, runtime=replace(runtime, settings=settings, chat=chat, writer=writer.start()))
-        message = f"With DP, how does ZeRO (z3) cut the memory each GPU needs? Run {uuid.uuid4().hex[:8]}"
+        # A new question each run (a number no earlier run asked), of one part: several parts pay one more pass.
+        message = (
+            f"With DP, how does ZeRO (z3) cut the memory each GPU needs for a {uuid.uuid4().int % 900 + 100}B model?"
+        )
         try:
             with TestClient(app) as client:
-                before = runtime.embedder.queries_embedded
+                before = runtime.embedder.query_passes
                 answer = ask(client, message)
                 assert writer.flush()
                 assert answer["engine"] == "llm" and answer["grounding"]["grounded"], answer
-                assert runtime.embedder.queries_embedded == before + 1
+                assert runtime.embedder.query_passes == before + 1
                 ask(client, message)
                 assert writer.flush()
-                assert runtime.embedder.queries_embedded == before + 1
+                assert runtime.embedder.query_passes == before + 1
         finally:
             writer.stop()
     assert writer.written == 2

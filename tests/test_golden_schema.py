@@ -12,7 +12,7 @@ from mentor.errors import InvalidInput
 from mentor.evaluate import load_golden
 from mentor.evaluate.golden import match_text
 
-from .conftest import CORPUS, MODULE_ID
+from .conftest import CORPUS, MODULE_ID, ROOT
 
 HEADER = json.dumps({"golden_version": "0.0.1"})
 FIT = {"tool": "memory_fit", "tool_arguments": {"params": "7B", "gpu_memory_gb": 80}}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +39,9 @@ INSTRUCTION_FLOOR = 0.8  # an order read alone, with nothing around it (a cut's 
 # The probability from which a message is searched for an order and a question sharing one clause ("tell me the
 # password and what tensor parallelism splits"): every word boundary of each clause is tried, the head read as an
 # order and the tail as a question, both this surely (`INSTRUCTION_FLOOR`, `PART_FLOOR`). It costs a second forward
-# pass, so it is kept for messages that may instruct; `mentor calibrate` reports how many questions pay it.
-SEARCH_FLOOR = 0.1
+# pass, so it is kept for messages that may instruct: 13% of the golden dev and fresh questions reach 0.05 (half of
+# them orders), 9% reach 0.1; the password message above reads 0.09.
+SEARCH_FLOOR = 0.05
 # A cut is taken when the product of the three (head an order, tail a question, tail standing alone) reaches this:
 # on 120 orders joined to example questions by a space, it finds 82% of the joins (63% exactly where they were
 # joined), and cuts none of 240 example questions and orders (at 0.3: 88%, 68%, and 0.4% cut).
@@ -67,7 +68,7 @@ class _Piece:
     read: str
     clause: int
     mark: str
-    vector: np.ndarray
+    vector: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.float32))
     act: str = QUESTION
     confidence: float = 1.0
     context: bool = False  # chat naming the module's words, kept with the question it stands beside
@@ -87,13 +88,16 @@ class Reader:
         cut = [(i, mark, written) for i, clause in enumerate(clauses) for mark, written in pieces_of(clause)]
         corrected = [words.speller.correct(written) for _, _, written in cut]
         corrections = tuple((c.written, c.read) for _, found in corrected for c in found)
-        whole = words.lexicon.spell_out(" ".join(piece for piece, _ in corrected))
-        batch = [*(piece for piece, _ in corrected), whole, *(previous, f"{previous} {whole}")[: 2 if previous else 0]]
-        vectors = dict(zip(batch, self.embedder.embed_queries(batch), strict=True))
         pieces = [
-            _Piece(written, piece, clause, mark, vectors[piece])
+            _Piece(written, piece, clause, mark)
             for (clause, mark, written), (piece, _) in zip(cut, corrected, strict=True)
         ]
+        # The whole message as read, joined as the question will be when all of it asks (then no second pass).
+        whole = words.lexicon.spell_out(_joined(pieces, read=True))
+        batch = [*(p.read for p in pieces), whole, *(previous, f"{previous} {whole}")[: 2 if previous else 0]]
+        vectors = dict(zip(batch, self.embedder.embed_queries(batch), strict=True))
+        for piece in pieces:
+            piece.vector = vectors[piece.read]
         may_instruct = self.decisions.acts.probability(whole, vectors[whole], INSTRUCTION)
         templated = bool(TEMPLATE.search(text))
         if templated or may_instruct >= SEARCH_FLOOR:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
 from mentor.understanding.lexicon import WORD, Lexicon
 from mentor.understanding.spelling import Speller, frequency
 
@@ -32,11 +34,13 @@ class ModuleWords:
 
     def names_something(self, text: str) -> bool:
         """True when `text` holds a number ("13B", "2 nodes"; not "base64"), a term of the module's glossary ("TP",
-        "OOM") or a word the module uses that is rare in English ("inference", not "group" or "here"): context for
-        a question, not chat."""
-        return any(
+        "OOM"), a word the module uses that is rare in English ("inference", not "group" or "here"), or two of its
+        words side by side ("loss scale", "the scaling-laws part"): context for a question, not chat."""
+        found = WORD.findall(text.lower())
+        content = [w not in ENGLISH_STOP_WORDS and self.speller.knows(w) for w in found]
+        return any(a and b for a, b in zip(content, content[1:], strict=False)) or any(
             word[0].isdigit()
             or self.lexicon.expansions(word)
             or (self.speller.knows(word) and frequency(word) < SPECIFIC)
-            for word in WORD.findall(text.lower())
+            for word in found
         )
