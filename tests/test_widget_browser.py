@@ -180,7 +180,7 @@ def shadow_count(page, selector: str) -> int:
 def test_ask_on_the_demo_page_streams_the_answer_and_announces_it(page, server) -> None:
     open_demo(page, server)
     with page.expect_response(f"{server.url}/v1/chat/stream") as streamed:
-        turn = ask(page, "explain bf16 and fp16")  # two parts: two sentences to announce
+        turn = ask(page, "what is bf16? and what is fp16?")  # two parts: two sentences to announce
     assert streamed.value.headers["content-type"].startswith("text/event-stream")
     (done,) = answers(page)
     shown = turn.locator(".md").inner_text()
