@@ -452,5 +452,3 @@ def test_the_first_question_embeds_nothing_new_after_warming(runtime) -> None:
         assert counting.documents == warmed
     finally:
         chat.extractive = chat.responder.extractive = previous
-
-
