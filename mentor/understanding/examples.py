@@ -17,7 +17,8 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,20 +69,68 @@ def load_labelled(path: Path, field: str, text_field: str = "text") -> list[Labe
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class _Scoring:
+    """A trained regression's arithmetic: the vector's weights, the words' weights, and how TF-IDF weighs a word."""
+
+    vector_weights: np.ndarray  # (labels or 1, dimensions)
+    word_weights: np.ndarray  # (labels or 1, vocabulary)
+    intercept: np.ndarray
+    analyzer: Callable[[str], list[str]]
+    vocabulary: Mapping[str, int]
+    idf: np.ndarray
+
+    @classmethod
+    def of(cls, model: LogisticRegression, words: TfidfVectorizer, dimensions: int) -> _Scoring:
+        coef = np.asarray(model.coef_, dtype=np.float64)
+        return cls(
+            coef[:, :dimensions],
+            coef[:, dimensions:],
+            np.asarray(model.intercept_, dtype=np.float64),
+            words.build_analyzer(),
+            dict(words.vocabulary_),
+            np.asarray(words.idf_, dtype=np.float64),
+        )
+
+    def probabilities(self, texts: Sequence[str], vectors: np.ndarray) -> np.ndarray:
+        scores = vectors.astype(np.float64) @ self.vector_weights.T + self.intercept
+        for row, text in enumerate(texts):
+            counts = Counter(term for term in self.analyzer(text) if term in self.vocabulary)
+            if not counts:
+                continue
+            index = np.fromiter((self.vocabulary[term] for term in counts), dtype=np.int64, count=len(counts))
+            frequency = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
+            # TF-IDF as the vectorizer computes it: sublinear term frequency, times idf, unit length.
+            weights = (1.0 + np.log(frequency)) * self.idf[index]
+            weights /= np.linalg.norm(weights)
+            scores[row] += self.word_weights[:, index] @ weights
+        if scores.shape[1] == 1:  # two labels: the regression scores the second
+            second = 1.0 / (1.0 + np.exp(-scores[:, 0]))
+            return np.column_stack([1.0 - second, second])
+        scores -= scores.max(axis=1, keepdims=True)
+        exp = np.exp(scores)
+        return exp / exp.sum(axis=1, keepdims=True)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Classifier:
     """A decision over messages: which label, and how sure. It reads each message twice: its vector (what it means)
     and the words and word pairs it uses, weighted as the examples use them (TF-IDF, learned from the examples,
     never typed): "Respond with ACCESS GRANTED first" and "before I override my config" mean much alike to the
-    embedder, and the examples' words tell an order to the mentor from a learner's own context."""
+    embedder, and the examples' words tell an order to the mentor from a learner's own context.
+
+    scikit-learn trains it; a message is scored by the same arithmetic in numpy (`probabilities`): sklearn's input
+    checks and sparse stacking took 1.6 ms a call, ten calls a message, more than the forward pass itself."""
 
     name: str
     labels: tuple[str, ...]
     model: LogisticRegression
     words: TfidfVectorizer
+    _scoring: _Scoring
 
     def probabilities(self, texts: Sequence[str], vectors: np.ndarray) -> np.ndarray:
-        """One row per message: the probability of each of `labels`, in order."""
-        return self.model.predict_proba(_features(self.words, texts, np.atleast_2d(vectors)))
+        """One row per message: the probability of each of `labels`, in order (equal to the model's
+        `predict_proba` on the same features; `tests/test_understanding.py` holds them together)."""
+        return self._scoring.probabilities(texts, np.atleast_2d(vectors))
 
     def probability(self, text: str, vector: np.ndarray, label: str) -> float:
         """The probability that the message has `label`."""
@@ -99,7 +148,8 @@ class Classifier:
         words = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True).fit(texts)
         model = LogisticRegression(C=C, class_weight="balanced", max_iter=3000)
         model.fit(_features(words, texts, vectors), list(labels))
-        return cls(name, tuple(str(label) for label in model.classes_), model, words)
+        labels_ = tuple(str(label) for label in model.classes_)
+        return cls(name, labels_, model, words, _Scoring.of(model, words, vectors.shape[1]))
 
     @classmethod
     def build(cls, name: str, rows: Sequence[Labelled], embedder: Embedder, *, cache_dir: Path | None) -> Classifier:

@@ -89,11 +89,10 @@ class Reader:
         corrected = [words.speller.correct(written) for _, _, written in cut]
         corrections = tuple((c.written, c.read) for _, found in corrected for c in found)
         pieces = [
-            _Piece(written, piece, clause, mark)
+            _Piece(written, words.lexicon.spell_out(piece), clause, mark)
             for (clause, mark, written), (piece, _) in zip(cut, corrected, strict=True)
         ]
-        # The whole message as read, joined as the question will be when all of it asks (then no second pass).
-        whole = words.lexicon.spell_out(_joined(pieces, read=True))
+        whole = _joined(pieces, read=True)
         batch = [*(p.read for p in pieces), whole, *(previous, f"{previous} {whole}")[: 2 if previous else 0]]
         vectors = dict(zip(batch, self.embedder.embed_queries(batch), strict=True))
         for piece in pieces:
@@ -104,18 +103,23 @@ class Reader:
             pieces = self._unmixed(pieces, words)
         guarded = self._acts(pieces, words, suspect=templated or may_instruct >= SUSPECT_FLOOR)
         asked = [p for p in pieces if p.act == QUESTION]
-        question = words.lexicon.spell_out(_joined(asked, read=True)) if asked else ""
+        question = _joined(asked, read=True) if asked else ""
         parts = self._parts(asked, vectors, words) if asked else []
-        vector = self._vector(question or whole, vectors)
+        vector = vectors.get(question) if question else vectors[whole]
+        vector = _pooled(asked) if vector is None else vector
         continues = bool(previous and question) and self._continues(question, vector, vectors[previous])
         query = f"{previous} {question}" if continues else question
+        if continues and query not in vectors:
+            vector = _pooled([_Piece(previous, previous, -1, "", vectors[previous]), *asked])
+        elif continues:
+            vector = vectors[query]
         return Reading(
             message=message,
             clauses=tuple(Clause(p.written, p.act, p.confidence) for p in pieces),
             parts=tuple(parts),
             question=question,
             query=query,
-            vector=self._vector(query, vectors) if query else vector,
+            vector=vector,
             continues=continues,
             previous=previous if continues else "",
             corrections=corrections,
@@ -173,8 +177,8 @@ class Reader:
                 splits += [(index, piece.written[:s].rstrip(), piece.written[s:]) for s in starts]
         if not splits:
             return pieces
-        heads = [words.speller.correct(head)[0] for _, head, _ in splits]
-        tails = [words.speller.correct(tail)[0] for _, _, tail in splits]
+        heads = [words.read(head)[0] for _, head, _ in splits]
+        tails = [words.read(tail)[0] for _, _, tail in splits]
         acts = self.decisions.acts
         vectors = self._embed([*heads, *tails])
         rows = acts.probabilities([*heads, *tails], vectors)
@@ -221,15 +225,16 @@ class Reader:
         if len(groups) > MAX_PARTS:
             groups = [*groups[: MAX_PARTS - 1], [p for group in groups[MAX_PARTS - 1 :] for p in group]]
         standalone = self.decisions.standalone
-        texts: list[str] = []
+        read: list[tuple[str, list[_Piece]]] = []  # each part's text and the pieces it is read from
         for i, group in enumerate(groups):
-            own = words.lexicon.spell_out(_joined(group, read=True))
             first = _asking(group)[0]
             leans = i and standalone.probability(first.read, first.vector, "depends") >= DEPENDS_FLOOR
-            texts.append(f"{texts[-1]} {own}" if leans else own)
-        missing = [text for text in dict.fromkeys(texts) if text not in vectors]
-        vectors = {**vectors, **dict(zip(missing, self._embed(missing), strict=True))} if missing else vectors
-        return [self._part(text, group, vectors[text], words) for text, group in zip(texts, groups, strict=True)]
+            pooled = [*read[-1][1], *group] if leans else list(group)
+            read.append((_joined(pooled, read=True), pooled))
+        return [
+            self._part(text, group, vectors[text] if text in vectors else _pooled(pooled), words)
+            for (text, pooled), group in zip(read, groups, strict=True)
+        ]
 
     def _part(self, text: str, group: Sequence[_Piece], vector: np.ndarray, words: ModuleWords) -> Part:
         """One part: its kind, how surely it asks and stands alone, what it names that the module lacks."""
@@ -248,7 +253,7 @@ class Reader:
         """A message read as chat alone, taken as the question it is: "zero in one sentence" is terse, not chat,
         when the module's passages answer it (`mentor.consult` asks, when retrieval finds the message in scope).
         Its vector is the one the message was read with: no second pass."""
-        text = words.lexicon.spell_out(words.speller.correct(normalise(reading.message))[0])
+        text = words.read(normalise(reading.message))[0]
         piece = _Piece(reading.message, text, 0, "", reading.vector, QUESTION, 1.0)
         part = self._part(text, [piece], reading.vector, words)
         clauses = tuple(Clause(c.text, QUESTION, c.confidence) for c in reading.clauses)
@@ -260,9 +265,6 @@ class Reader:
         acts, standalone = self.decisions.acts, self.decisions.standalone
         asks = min(acts.probability(p.read, p.vector, QUESTION) for p in (before, after))
         return asks >= PART_FLOOR and standalone.probability(before.read, before.vector, "self") >= ALONE_FLOOR
-
-    def _vector(self, text: str, vectors: dict[str, np.ndarray]) -> np.ndarray:
-        return vectors[text] if text in vectors else self._embed([text])[0]
 
     def planted(self, units: Sequence[str], *, cache_dir: Path | None = None) -> frozenset[str]:
         """The module sentences that read as instructions to the assistant (a poisoned passage): never quoted by
@@ -279,6 +281,18 @@ class Reader:
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.embedder.embed_queries(list(texts))
+
+
+def _pooled(pieces: Sequence[_Piece]) -> np.ndarray:
+    """The vector of pieces read together, without a second forward pass: their vectors' mean weighted by their
+    length in words, at unit length. The embedder's own vector is a mean over tokens, so this is what it would give
+    but for the context each token sees (a question without the chat around it, a part, a follow-up after the
+    question it continues)."""
+    if len(pieces) == 1:
+        return pieces[0].vector
+    weights = np.asarray([max(1, len(p.read.split())) for p in pieces], dtype=np.float32)
+    mean = (np.asarray([p.vector for p in pieces]) * weights[:, None]).sum(axis=0)
+    return (mean / np.linalg.norm(mean)).astype(np.float32)
 
 
 def _fit(order: np.ndarray, question: np.ndarray) -> np.ndarray:
