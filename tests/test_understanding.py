@@ -227,3 +227,14 @@ def test_the_numpy_scoring_is_the_regressions_own(reader, words) -> None:
     for classifier in (reader.decisions.acts, reader.decisions.kinds, reader.decisions.standalone):
         expected = classifier.model.predict_proba(_features(classifier.words, texts, vectors))
         assert np.allclose(classifier.probabilities(texts, vectors), expected, atol=1e-9), classifier.name
+
+
+def test_a_repeated_message_is_read_once(reader, words) -> None:
+    counting = CountingEmbedder(reader.embedder)
+    one = Reader(counting, reader.decisions)
+    first = one.read("what does ZeRO stage 2 shard, and why does it matter at 512 GPUs?", words=words)
+    passes = counting.passes
+    again = one.read("what does ZeRO stage 2 shard, and why does it matter at 512 GPUs?", words=words)
+    assert again is first and counting.passes == passes
+    after = one.read("what does ZeRO stage 2 shard, and why does it matter at 512 GPUs?", previous="hi", words=words)
+    assert after is not first  # read after another question: read again

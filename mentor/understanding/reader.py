@@ -13,6 +13,8 @@ pays a second pass, for the question's or the parts' own vectors.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -77,12 +79,31 @@ class _Piece:
 class Reader:
     """Reads messages; built once per process with the embedder and the decisions."""
 
-    def __init__(self, embedder: Embedder, decisions: Decisions) -> None:
+    def __init__(self, embedder: Embedder, decisions: Decisions, *, cache_size: int = 2048) -> None:
         self.embedder = embedder
         self.decisions = decisions
+        # Learners repeat questions ("what is ZeRO?"): a reading is immutable, so the same message after the same
+        # question, for the same module, is read once.
+        self._cache: OrderedDict[tuple[str, str, ModuleWords], Reading] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
 
     def read(self, message: str, *, previous: str = "", words: ModuleWords) -> Reading:
         """Read `message`, after the `previous` question as read ("" when it opens the conversation)."""
+        key = (message, previous, words)  # the words themselves: a reloaded module is read anew
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+        reading = self._read(message, previous, words)
+        with self._lock:
+            self._cache[key] = reading
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return reading
+
+    def _read(self, message: str, previous: str, words: ModuleWords) -> Reading:
         text = normalise(message)
         clauses = _bounded(split_clauses(text) or [text.strip() or message])
         cut = [(i, mark, written) for i, clause in enumerate(clauses) for mark, written in pieces_of(clause)]
