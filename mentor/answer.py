@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mentor.corpus import Pointer
 from mentor.retrieve import Passage
 from mentor.text.profile import ModuleProfile
 from mentor.understanding import Reading
@@ -88,6 +89,10 @@ class Question:
     reading: Reading | None = None  # the message as read: parts, kind, continues, lacking (mentor.understanding)
     planted: frozenset[str] = frozenset()  # passage units that read as instructions: never quoted nor obeyed
     set_aside: bool = False  # parts of the message about something else were left out of `text`
+    # Calculators the question asks for that do not model what it names ("qlora" for full-training memory): their
+    # rule is quoted and the concept named, no figure computed.
+    unmodelled: tuple[str, ...] = ()
+    pointers: tuple[Pointer, ...] = ()  # the other modules the module sends a learner to for what was asked
 
     @property
     def lacking(self) -> tuple[str, ...]:

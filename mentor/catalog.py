@@ -12,11 +12,13 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from mentor.corpus import Module, chunk_corpus, load_corpus, parse_module
-from mentor.embeddings import Embedder
+import numpy as np
+
+from mentor.corpus import Module, Pointer, chunk_corpus, load_corpus, parse_module
+from mentor.embeddings import Embedder, embed_cached
 from mentor.errors import NotFound
 from mentor.index import (
     Index,
@@ -36,6 +38,10 @@ from mentor.text import split_units
 from mentor.understanding import Decisions, Reader
 
 log = logging.getLogger(__name__)
+# A question this close to the topic a module sends learners elsewhere for is told where to go: the golden dev
+# questions reach at most 0.55 against "why decode is memory-bound" (int4 for decoding, token generation), the
+# questions asking why decode is memory-bound 0.68 to 0.86.
+POINTER_FLOOR = 0.6
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +54,12 @@ class Catalog:
     urls: dict[str, frozenset[str]]
     reader: Reader  # reads each question once, with its module's words (`ModuleIndex.words`)
     planted: frozenset[str] = frozenset()  # module sentences that read as instructions: never quoted nor obeyed
+    # Each module's pointers to other modules, with the vector of the topic each is for.
+    pointers: Mapping[str, tuple[tuple[Pointer, np.ndarray], ...]] = field(default_factory=dict)
+
+    def pointed(self, module_id: str, vector: np.ndarray) -> tuple[Pointer, ...]:
+        """The pointers of a module whose topic a question (its vector) is about (`POINTER_FLOOR`)."""
+        return tuple(p for p, topic in self.pointers.get(module_id, ()) if float(vector @ topic) >= POINTER_FLOOR)
 
     @property
     def stamp(self) -> str:
@@ -99,7 +111,17 @@ def make_catalog(
     reader = Reader(embedder, decisions)
     units = sorted({u.text for index in indexes.values() for c in index.chunks for u in split_units(c.text)})
     planted = reader.planted(units, cache_dir=settings.model_cache_dir)
-    return Catalog(dict(modules), retriever, dict(digests), urls, reader, planted)
+    pointers = {m.id: _pointer_vectors(m.pointers, embedder, settings.model_cache_dir) for m in modules.values()}
+    return Catalog(dict(modules), retriever, dict(digests), urls, reader, planted, pointers)
+
+
+def _pointer_vectors(
+    pointers: tuple[Pointer, ...], embedder: Embedder, cache_dir: Path | None
+) -> tuple[tuple[Pointer, np.ndarray], ...]:
+    if not pointers:
+        return ()
+    vectors = embed_cached(embedder, [p.topic for p in pointers], cache_dir, kind="pointers")
+    return tuple(zip(pointers, vectors, strict=True))
 
 
 def scope_examples(settings: Settings, embedder: Embedder, indexes: Mapping[str, ModuleIndex]) -> ScopeExamples:

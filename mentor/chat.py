@@ -231,4 +231,6 @@ def asked(
         reading=grounds.reading,
         planted=catalog.planted,
         set_aside=grounds.set_aside,
+        unmodelled=grounds.unmodelled,
+        pointers=catalog.pointed(module.id, grounds.reading.vector) if grounds.reading.question else (),
     )

@@ -17,6 +17,7 @@ from mentor.engines.planner import PlannedCall, plan_tools
 from mentor.privacy import without_personal_details
 from mentor.retrieve import MAX_QUERY_CHARS, Passage, Retrieval, Retriever
 from mentor.text.profile import describes_module
+from mentor.tools.registry import CALCULATORS
 from mentor.understanding import Reader, Reading
 from mentor.understanding.words import ModuleWords
 
@@ -33,6 +34,7 @@ class Grounds:
     plan: list[PlannedCall]
     set_aside: bool = False  # a part of the message the module does not cover was left out
     covered: str = ""  # with a part set aside, the parts the module covers (what an engine is asked)
+    unmodelled: tuple[str, ...] = ()  # calculators asked for that do not model a concept the question names
 
     @property
     def question(self) -> str:
@@ -45,7 +47,8 @@ class Grounds:
         the module itself (its sources, what it is) that names no concept the module lacks."""
         reading = self.reading
         about = reading.about_module and any(reading.surely(k) for k in ABOUT_MODULE) and not reading.lacking
-        return bool(reading.question) and (self.retrieval.in_scope or bool(self.plan) or about)
+        asks_calculation = bool(self.plan or self.unmodelled)
+        return bool(reading.question) and (self.retrieval.in_scope or asks_calculation or about)
 
 
 def consult(
@@ -75,7 +78,13 @@ def consult(
     # ("who won the World Cup in 2014?" after a calculation is no calculation).
     earlier = tuple(turn.asked or turn.question for turn in history) if reading.continues else ()
     plan = plan_tools(asked or reading.question, earlier) if reading.question else []
-    return Grounds(reading, retrieval, plan, set_aside, asked)
+    # A calculator runs only for what it models: "how much memory to QLoRA-finetune a 7B model?" names a method the
+    # training-memory calculator does not (its figure would be full Adam training's, a false claim).
+    # A word some calculator is described in ("flops", "microbatches", "epsilon") is a quantity of theirs, not a method.
+    unmodelled_concepts = [c for c in reading.lacking if not any(calc.models(c) for calc in CALCULATORS)]
+    modelled = [] if unmodelled_concepts else plan
+    unmodelled = tuple(dict.fromkeys(call.name for call in plan)) if unmodelled_concepts else ()
+    return Grounds(reading, retrieval, modelled, set_aside, asked, unmodelled)
 
 
 def _previous(history: tuple[Turn, ...], reader: Reader, words: ModuleWords) -> str:

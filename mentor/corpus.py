@@ -1,7 +1,8 @@
 """Read module Markdown files, validate them, and cut them into section-aware chunks with content-hash ids.
 
 A module file is YAML front matter (`module_id`, `title`, `prerequisites`, optional `version`, `topics` and
-`glossary`: what learners write for the module's terms, "DP: data parallel") followed by
+`glossary`: what learners write for the module's terms, "DP: data parallel"; `pointers`: the other modules it sends
+learners to, each for a topic) followed by
 Markdown whose every heading ends in a stable section id: `## Mixed precision {#ref-mixed-precision}`.
 """
 
@@ -51,6 +52,18 @@ class Module:
     # The module's own shorthand, spelled out: what a learner writes ("DP", "zero-3", "OOM") -> the words the module
     # uses for it ("data parallel", "ZeRO stage 3", "memory hog"). Module knowledge lives with the module, not in code.
     glossary: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # Where the module sends a learner for a topic it leaves to another module ("In-app: Inference & serving, for
+    # why decode is memory-bound"): told to a learner whose question belongs there.
+    pointers: tuple[Pointer, ...] = field(default=(), repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Pointer:
+    """Another module the module names for a topic: its id, its title, and the topic (as the module words it)."""
+
+    module_id: str
+    title: str
+    topic: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +128,12 @@ def parse_module(raw: str, path: Path) -> Module:
     body = HTML_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), body)
     module_id, title, prerequisites, version, topics = _validate_meta(path, meta)
     glossary = _glossary(path, meta)
+    pointers = _pointers(path, meta)
     sections = _parse_sections(path, body, body_line)
     version = version or hashlib.sha256(raw.encode()).hexdigest()[:12]
-    return Module(module_id, title, version, prerequisites, topics, path, body, tuple(sections), raw, glossary)
+    return Module(
+        module_id, title, version, prerequisites, topics, path, body, tuple(sections), raw, glossary, pointers
+    )
 
 
 def chunk_module(module: Module, *, chunk_size: int = 900, chunk_overlap: int = 100) -> list[Chunk]:
@@ -190,6 +206,20 @@ def _validate_meta(path: Path, meta: dict) -> tuple[str, str, tuple[str, ...], s
     if not isinstance(topics, list) or not all(isinstance(t, str) and t for t in topics):
         raise fail("topics", "`topics` must be a list of short phrases (what the module covers)")
     return module_id, title.strip(), tuple(prerequisites), None if version is None else str(version), tuple(topics)
+
+
+def _pointers(path: Path, meta: dict) -> tuple[Pointer, ...]:
+    """The front matter's `pointers`: a list of {module, title, topic}, each a module the text sends learners to."""
+    pointers = meta.get("pointers", [])
+    keys = ("module", "title", "topic")
+    if not isinstance(pointers, list) or not all(
+        isinstance(p, dict) and all(isinstance(p.get(k), str) and p[k].strip() for k in keys) for p in pointers
+    ):
+        raise CorpusError(
+            f"{path}:{_meta_line(path, 'pointers')}: front matter `pointers` must be a list of entries with a "
+            "`module` id, its `title` and the `topic` the module sends learners there for"
+        )
+    return tuple(Pointer(p["module"].strip(), p["title"].strip(), p["topic"].strip()) for p in pointers)
 
 
 def _glossary(path: Path, meta: dict) -> tuple[tuple[str, str], ...]:

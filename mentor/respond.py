@@ -17,11 +17,11 @@ from mentor.answer import Answer, Question, ToolCall
 from mentor.chat_model import TextDelta
 from mentor.citations import ground
 from mentor.consult import Grounds
-from mentor.corpus import Module
+from mentor.corpus import Module, Pointer
 from mentor.engines.extractive import ExtractiveEngine, missing_names
 from mentor.engines.llm import LLMEngine
 from mentor.errors import UpstreamError
-from mentor.framing import PARTIAL_OPENING, redirect
+from mentor.framing import PARTIAL_OPENING, pointed, redirect, with_pointers
 from mentor.grounding import Grounding
 from mentor.record import ABANDONED
 
@@ -54,7 +54,9 @@ class Responder:
             return
         answer = await asyncio.to_thread(self.extract, question, grounds) if grounds.answerable else None
         if answer is None or answer.out_of_scope:  # the engine, too, may find the module lacks the question's subject
-            answer = self.redirect(module, injection=grounds.reading.instructed)
+            answer = self.redirect(module, injection=grounds.reading.instructed, pointers=question.pointers)
+        else:
+            answer = with_pointers(answer, question.pointers)
         for piece in PIECE.findall(answer.text):
             yield "delta", piece
         for call in answer.tool_calls:
@@ -93,29 +95,33 @@ class Responder:
                 break
             assert answer is not None
             if answer.out_of_scope:  # the model's own judgement: the passages do not cover it
-                yield "answer", (self.redirect(module, injection=False), None)
+                yield "answer", (self.redirect(module, injection=False, pointers=question.pointers), None)
                 return
             if framing:
                 answer = replace(answer, text=f"{framing[0]}\n\n{answer.text}", coverage="partial", framing=framing)
             grounding = await check(answer, question)
             if grounding.grounded:
+                answer = with_pointers(answer, question.pointers)
+                if question.pointers and stream:
+                    yield "delta", f"\n\n{pointed(question.pointers)}"
                 yield "answer", (answer, grounding)
                 return
             feedback = (answer.text, describe_problems(grounding))
             reason = "ungrounded"
         fallback = await asyncio.to_thread(self.extract, question, grounds)
-        yield "answer", (replace(fallback, fallback_reason=reason), None)
+        yield "answer", (replace(with_pointers(fallback, question.pointers), fallback_reason=reason), None)
 
     def extract(self, question: Question, grounds: Grounds) -> Answer:
         """The extractive engine's answer (blocking)."""
         return self.extractive.answer(question, grounds.plan)
 
-    def redirect(self, module: Module, *, injection: bool) -> Answer:
+    def redirect(self, module: Module, *, injection: bool, pointers: tuple[Pointer, ...] = ()) -> Answer:
         """The polite redirect, attributed to the engine that would have answered."""
         engine, model, version = (
             ("llm", self.llm.model_name, self.llm.prompt_version) if self.llm else ("extractive", None, None)
         )
-        return replace(redirect(module, injection=injection), engine=engine, model=model, prompt_version=version)
+        answer = redirect(module, injection=injection, pointers=pointers)
+        return replace(answer, engine=engine, model=model, prompt_version=version)
 
     def abandoned(self, grounds: Grounds | None, text: str, calls: list[ToolCall]) -> Answer:
         """The answer a client left: the text and calculator calls it was sent, by the engine that was answering."""

@@ -319,3 +319,21 @@ def test_a_new_question_takes_one_forward_pass_signal_included(tmp_path, runtime
         finally:
             writer.stop()
     assert writer.written == 2
+
+
+def test_the_model_is_given_the_readers_plan(llm) -> None:
+    # The reader's kind, parts and gaps reach the model as data (<plan>, rule 7 of the prompt), and a calculator
+    # that does not model the question ("qlora": full-training memory would be a false figure) is not offered.
+    stub, _, app = llm
+    stub.set_script(grounded_zero_answer)
+    with serve(app) as url:
+        stream_events(url, {"message": "how much gpu memory do i need to qlora finetune a 7b model?"})
+        qlora = stub.requests[-1]
+        stream_events(url, {"message": "what does ZeRO stage 1 shard, and why is bf16 more stable than fp16?"})
+        parts = stub.requests[-1]
+    plan = qlora["messages"][-1]["content"].split("<plan>")[1]
+    assert "not in the module: qlora" in plan and "tools that do not model this question: training_memory" in plan
+    assert "training_memory" not in [tool["function"]["name"] for tool in qlora["tools"]]
+    two = parts["messages"][-1]["content"].split("<plan>")[1]
+    assert "part 1: what does ZeRO stage 1 shard" in two and "part 2:" in two
+    assert len(parts["tools"]) == len(qlora["tools"]) + 1

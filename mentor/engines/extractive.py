@@ -23,6 +23,7 @@ from mentor.answer import Answer, Citation, Question, ToolCall
 from mentor.corpus import Chunk
 from mentor.embeddings import Embedder, embed_cached
 from mentor.engines.planner import PlannedCall
+from mentor.engines.plans import choose
 from mentor.engines.selection import (
     FLOOR,
     NEAREST,
@@ -108,6 +109,8 @@ class ExtractiveEngine:
                 f"{PARTIAL_OPENING} {named}; here is what it does say." if quoted else f"{PARTIAL_OPENING} {named}.",
             )
         body = compose(question.style, quoted, tool_calls)
+        if selection.lead and question.style != "hint":
+            body = f"{selection.lead} {body}"
         text = sanitize_markdown("\n\n".join([*framing, body]), allowed_urls=question.allowed_urls)
         return Answer(
             text=text,
@@ -137,7 +140,8 @@ class ExtractiveEngine:
                 return Selection(again, []), [Part.of(question.text, profile)]
         said = "" if reading is not None and reading.surely("repeat") else last  # a follow-up asks for the unsaid
         computed = [c for c in tool_calls if c.error is None]
-        if computed:
+        if computed or question.unmodelled:
+            # A calculator that does not model what the question names ran not: its rule is quoted alone.
             fresh = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
             return self._calculation(question, computed, fresh or pool, profile)
         parts, newly_named = self._parts(question, pool, said)
@@ -162,6 +166,18 @@ class ExtractiveEngine:
             fresh = pool
         lacking = frozenset(t for word in question.lacking for t in profile.words(word))
         selection = select(parts, vectors, fresh, profile, per_part=per_part, limit=limit, lacking=lacking)
+        # A follow-up's options are the previous question's ("should it go over NVLink or across nodes?"): no table
+        # row decides it.
+        if reading is not None and reading.surely("choice") and not reading.continues:
+            option = choose(parts[0], vectors[0], fresh, profile)
+            if option is not None:
+                # A decision names its option first, quoting the sentence that makes the case for it.
+                # The option's own sentence makes its case; other parts keep theirs.
+                others = (c for c in selection.chosen if c is not option.unit) if len(parts) > 1 else ()
+                chosen = [option.unit, *others][:limit]
+                ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
+                lead = f"**{option.label}** [{option.unit.passage.rank}]."
+                selection = Selection(ordered, selection.unanswered[1:], lead)
         if not selection.chosen and lacking and any(covers_more(p, lacking, profile) for p in parts):
             # A part naming a concept the module lacks is held to the strict floor: a sentence merely sharing its
             # words is no answer. When none clears it, the part's other topics the module does teach ("what is the
@@ -207,14 +223,15 @@ class ExtractiveEngine:
         """A calculation's quote: the module's rule behind it, not its worked example for another model size."""
         sizes = set(SIZE.findall(question.text)) | {s for c in computed for s in SIZE.findall(c.explanation)}
         pool = [c for c in pool if not _other_example(c.unit.text, sizes)]
-        topics = " ".join(dict.fromkeys(title_of(call.name) for call in computed))
+        topics = " ".join(dict.fromkeys(title_of(name) for name in [*(c.name for c in computed), *question.unmodelled]))
+        names = [*(rule_of(call.name, call.result) for call in computed), *question.unmodelled]
         query = question.reading.query if question.reading is not None else question.text
         parts = [Part.of(f"{query} {topics}", profile)]
         limit = 0 if question.style == "brief" else 1
         if not pool or limit == 0:
             return Selection([], []), parts
         vectors = [self._embedder.embed_query(parts[0].text)]
-        rule = self._rule([rule_of(call.name, call.result) for call in computed], profile)
+        rule = self._rule(names, profile)
         # A calculation is the answer; its quote only names the rule, so the floor is the nearest one's.
         return select(parts, vectors, pool, profile, per_part=limit, limit=limit, floor=NEAREST, rule=rule), parts
 

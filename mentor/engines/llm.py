@@ -78,6 +78,9 @@ class LLMEngine:
             for p in question.passages
         )
         user = f"<passages>\n{passages}\n</passages>\n\n<question>\n{question.text}\n</question>"
+        plan = plan_of(question)
+        if plan:
+            user = f"{user}\n\n<plan>\n{plan}\n</plan>"
         messages = [{"role": "system", "content": system}, *history, {"role": "user", "content": user}]
         if feedback is not None:
             previous, problems = feedback
@@ -109,6 +112,8 @@ class LLMEngine:
         self, question: Question, *, feedback: tuple[str, str] | None, stream: bool
     ) -> AsyncIterator[TextDelta | ToolCall | Answer]:
         messages = self.messages(question, feedback=feedback)
+        # A calculator that does not model what the question names is not offered (its figure would be false).
+        tools = [t for t in self._tools if t["function"]["name"] not in question.unmodelled]
         tool_calls: list[ToolCall] = []
         prompt_tokens = completion_tokens = 0
         for _round in range(self._max_tool_rounds + 1):
@@ -116,14 +121,14 @@ class LLMEngine:
             started = time.perf_counter()
             if stream:
                 # Closed at once when the learner leaves mid-answer, so the model's HTTP stream ends too.
-                async with aclosing(self._model.stream(messages, self._tools)) as turn:
+                async with aclosing(self._model.stream(messages, tools)) as turn:
                     async for event in turn:
                         if isinstance(event, TextDelta):
                             yield event
                         else:
                             completion = event
             else:
-                completion = await self._model.complete(messages, self._tools)
+                completion = await self._model.complete(messages, tools)
             assert completion is not None
             if self._metrics is not None:
                 self._metrics.llm_turn(
@@ -182,3 +187,20 @@ def execute(name: str, arguments: str) -> tuple[ToolCall, str]:
     call = run_tool_call(name, parsed)
     # The model reads a refusal as {"error": ...} so it can correct its arguments, else the calculator's result.
     return call, json.dumps({"error": call.error} if call.error is not None else call.public())
+
+
+def plan_of(question: Question) -> str:
+    """How the reader read the question, for the model to follow (rule 7 of the system prompt): the kind of answer
+    it wants, its parts when it has several, the concepts the module lacks, the calculators that do not model it.
+    Empty when there is nothing to add to the question itself."""
+    reading = question.reading
+    if reading is None:
+        return ""
+    lines = [f"answer kind: {reading.kind}"] if reading.parts else []
+    if len(reading.parts) > 1 and not question.set_aside:  # a part set aside is not the model's to see
+        lines += [f"part {i}: {part.written}" for i, part in enumerate(reading.parts, start=1)]
+    if reading.lacking and not reading.guarded:
+        lines.append(f"not in the module: {', '.join(reading.lacking)}")
+    if question.unmodelled:
+        lines.append(f"tools that do not model this question: {', '.join(question.unmodelled)}")
+    return "\n".join(lines)

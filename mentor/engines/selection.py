@@ -126,6 +126,7 @@ class Selection:
 
     chosen: list[Candidate]
     unanswered: list[Part]
+    lead: str = ""  # what the answer opens with: a decision's option, a yes/no question's verdict
 
 
 def _pairs(words: Sequence[str]) -> zip[tuple[str, str]]:

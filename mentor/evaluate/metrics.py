@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mentor.errors import MentorError
 from mentor.evaluate.golden import ATTACK_CATEGORIES, CATEGORIES, Case, match_text
-from mentor.framing import FIXED_SENTENCES, PARTIAL_OPENING, REDIRECT_OPENINGS
+from mentor.framing import FIXED_SENTENCES, PARTIAL_OPENING, POINTS_TO, REDIRECT_OPENINGS
 from mentor.grounding import SUPPORT_THRESHOLD, support_score
 from mentor.text import CLAIMS, ITEM, has_marker, split_sentences, strip_markers, tokenize
 from mentor.tools import run_tool
@@ -90,6 +90,7 @@ QUALITY_CHECKS = (
     "lacking_named",
     "no_tool_respected",
 )
+LEAD = re.compile(r"\*\*[^*\n]{1,80}\*\*(?:\s*\[\d+\])?\.")  # "**Data parallel (DP)** [2].": an answer's lead
 LABEL = re.compile(r"^\*\*[^*\n]{1,60}:\*\*\s*")  # "**ZeRO memory per GPU:** ..." labels a tool statement
 FRAMING = frozenset(" ".join(s.lower().split()) for s in (*FIXED_SENTENCES, *REDIRECT_OPENINGS))
 MIN_CLAIM_TOKENS = 3
@@ -129,10 +130,10 @@ def is_tool_statement(sentence: str, explanations: Sequence[str]) -> bool:
 def is_claim(sentence: str, explanations: Sequence[str]) -> bool:
     """True for a sentence that states something about the module: not framing, not a calculator's statement."""
     bare = _bare(sentence)
-    if " ".join(bare.lower().split()) in FRAMING or bare.startswith(PARTIAL_OPENING):
-        return False  # the mentor's own words: fixed framing, or what the module does not cover
-    if len(set(tokenize(bare))) < MIN_CLAIM_TOKENS:
-        return False
+    if " ".join(bare.lower().split()) in FRAMING or bare.startswith(PARTIAL_OPENING) or POINTS_TO in bare:
+        return False  # the mentor's own words: fixed framing, what the module does not cover, where it points
+    if len(set(tokenize(bare))) < MIN_CLAIM_TOKENS or LEAD.fullmatch(sentence.strip()):
+        return False  # too short to claim, or a decision's option named before the sentence that makes its case
     return not is_tool_statement(sentence, explanations)
 
 

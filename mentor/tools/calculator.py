@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -16,9 +18,12 @@ from typing import Any, get_type_hints
 from pydantic import ValidationError
 
 from mentor.errors import InvalidInput
+from mentor.text.tokens import stems
 from mentor.tools.parsing import ToolArgs, show
 from mentor.tools.result import ToolResult
 from mentor.tools.wording import Recogniser
+
+WORDS = re.compile(r"[a-z0-9]+")  # "seq_len" is "seq" and "len"; "v100s" is "v100s" (its stem, "v100")
 
 
 def without_titles(schema: dict[str, Any], parent: str = "") -> dict[str, Any]:
@@ -66,6 +71,21 @@ class Calculator:
     def rule_of(self, result: Mapping[str, Any]) -> str:
         """The calculator whose rule the run that gave `result` applied."""
         return self.applies(result) if self.applies is not None else self.name
+
+    @cached_property
+    def vocabulary(self) -> frozenset[str]:
+        """The stems of every word the calculator is described in: its name, title, description and arguments
+        (names, descriptions, allowed values): what it models, in its own words."""
+        schema = json.dumps(self.args_model.model_json_schema())
+        text = " ".join((self.name, self.title, self.description, schema)).lower()
+        return frozenset(stems(WORDS.findall(text)))
+
+    def models(self, concept: str) -> bool:
+        """True when every word of `concept` is one the calculator is described in ("fp8 e5m2" for the number
+        format; not "qlora" for full training memory: a method it does not model)."""
+        words = [w for w in WORDS.findall(concept.lower()) if not w[0].isdigit()]  # a number is an argument
+        # A plural of a word it knows is known: "v100s" (no stemmer takes a name to its singular).
+        return all(s in self.vocabulary or s.removesuffix("s") in self.vocabulary for s in stems(words))
 
     @cached_property
     def openai_schema(self) -> dict[str, Any]:

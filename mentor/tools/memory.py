@@ -74,7 +74,7 @@ def optimizer_parts(optimizer: str, master_copy: bool) -> str:
 
 
 def training_memory(args: TrainingMemoryArgs) -> ToolResult:
-    """Compute the memory of weights, gradients and optimizer state for training a model on one replica.
+    """Compute the memory (footprint) of weights, gradients and optimizer state for training a model on one replica.
 
     Mixed-precision Adam: 2 + 2 + 12 (fp32 master copy 4, momentum 4, variance 4) = 16 bytes/param; fp32
     Adam: 4 + 4 + 8. With fp32 weights there is no separate master copy, so mixed_precision has no effect.

@@ -176,7 +176,9 @@ class Reader:
                     piece.act, piece.context = QUESTION, True
                 continue
             asks = scores[QUESTION] + scores[INSTRUCTION]  # not an order: an order-like word in a question
-            piece.act = CHATTER if scores[CHATTER] > asks or asks < UNSURE else QUESTION
+            # A single word is no question of its own ("Q1:", "GPTQ:", "ok"): context when it names something.
+            lone = len(piece.written.split()) == 1
+            piece.act = CHATTER if scores[CHATTER] > asks or asks < UNSURE or lone else QUESTION
             piece.confidence = float(asks if piece.act == QUESTION else scores[CHATTER])
             # Chat, or a question read unsurely, that names a module word or a number is the question's context
             # ("my model is 13B."), or, with no question beside it, the question itself ("grads are all zeros in

@@ -1,0 +1,107 @@
+"""How an answer opens, by the kind of answer the question wants (`mentor.understanding.reading.KINDS`): a decision
+names the option first, a yes/no question its verdict first, then the module's sentences that settle it.
+
+Nothing here names a module's topics: options are what the module's own sentences are about (their subjects) or
+the rows of its tables (`mentor.text.records`), and a verdict is read from the sentence that settles the question
+by the stance decision learned from examples (`mentor.understanding.decisions.Stance`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from mentor.engines.selection import FLOOR, NAME_UNITS, Candidate, Part, read, score
+from mentor.text.profile import ModuleProfile
+from mentor.text.records import record_of
+from mentor.text.tokens import tokenize
+
+WORD = re.compile(r"\w[\w-]*\w|\w")  # a word as written, hyphens inside: "bf16", "ZeRO", "weight-only"
+ROW_CELLS = 2  # a record with this many attributes describes its option (what it is, when to use it)
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """An option a decision picks: how the module writes it, and the sentence that makes the case for it."""
+
+    label: str
+    unit: Candidate
+    score: float
+
+
+def choose(part: Part, vector: np.ndarray, pool: Sequence[Candidate], profile: ModuleProfile) -> Option | None:
+    """The option a decision question should take ("bf16 or fp16 on A100s?", "a single layer is too big, what do I
+    split it with?"), or None when the module gives none: between options the learner names (`named_choice`), else
+    among the rows of a table (`row_choice`)."""
+    named = _named_options(part, pool, profile)
+    if len(named) >= 2:
+        return named_choice(part, vector, named, profile)
+    return row_choice(part, vector, pool, profile)
+
+
+def named_choice(
+    part: Part, vector: np.ndarray, named: dict[str, list[Candidate]], profile: ModuleProfile
+) -> Option | None:
+    """Between the module's names the learner wrote: the one a sentence naming several of them is about ("bf16 >
+    fp16 for stability", "ZeRO shards the optimizer state (Adam) across the DP group"), else the one whose own
+    sentences (naming no other option: "int8/int4 cut memory" makes no case for either) answer best."""
+    both = [c for units in named.values() for c in units if len(named.keys() & c.terms) >= 2 and c.head & named.keys()]
+    if both:
+        best = max(both, key=lambda c: score(c, part, vector, profile))
+        order = {t: i for i, t in reversed(list(enumerate(tokenize(best.unit.text))))}
+        first = min(best.head & named.keys(), key=lambda t: order.get(t, len(order)))
+        return Option(_written(first, best.unit.text), best, score(best, part, vector, profile))
+    ranked: list[tuple[float, str, Candidate]] = []
+    for name, units in named.items():
+        own = [c for c in units if len(c.terms & named.keys()) == 1]
+        if own:
+            unit = max(own, key=lambda c: score(c, part, vector, profile))
+            ranked.append((score(unit, part, vector, profile), name, unit))
+    if not ranked:
+        return None
+    value, name, unit = max(ranked, key=lambda item: item[0])
+    return Option(_written(name, unit.unit.text), unit, value) if value >= FLOOR else None
+
+
+def row_choice(part: Part, vector: np.ndarray, pool: Sequence[Candidate], profile: ModuleProfile) -> Option | None:
+    """The table row whose attributes match the learner's situation best: a row's attributes are its clauses
+    ("Tensor parallel (TP) — when it wins: a single layer is too big"), and the best-fitting one decides."""
+    rows = [(c, record) for c in pool if (record := record_of(c.unit.text)) and len(record.cells) >= ROW_CELLS]
+    # What the learner says is not so is no part of the situation ("... and never sort": not a sorting index).
+    part = replace(part, terms=tuple(t for t in part.terms if t in part.affirmed))
+    fits = [
+        (max((read(view, c.title_terms, part, vector, profile) for view in c.clauses), default=0.0), c, record)
+        for c, record in rows
+    ]
+    if not fits:
+        return None
+    value, unit, record = max(fits, key=lambda item: item[0])
+    return Option(record.head, unit, value) if value >= FLOOR else None
+
+
+def _named_options(part: Part, pool: Sequence[Candidate], profile: ModuleProfile) -> dict[str, list[Candidate]]:
+    """The module's names the learner wrote (or words with a digit: "int4"), each with the sentences naming it; not
+    its subject (a name in more than `NAME_UNITS` of its sentences: "GPU"), which is no option."""
+    named = {
+        t
+        for t in part.terms
+        if (t in profile.names or any(ch.isdigit() for ch in t)) and profile.unit_counts.get(t, 0) <= NAME_UNITS
+    }
+    # A name and its plural are one option ("gpu", "gpus").
+    named = {t for t in named if not (t.endswith("s") and t[:-1] in named)}
+    options: dict[str, list[Candidate]] = {}
+    for candidate in pool:
+        for name in candidate.terms & named:
+            options.setdefault(name, []).append(candidate)
+    return options
+
+
+def _written(term: str, text: str) -> str:
+    """The option as the module writes it: the word of `text` whose token is `term` ("bf16", "ZeRO")."""
+    for word in WORD.findall(text):
+        if tokenize(word) == [term]:
+            return word
+    return term

@@ -1,0 +1,84 @@
+"""Answer plans by kind (mentor/engines/plans.py), on the module and on a second module with another table: a
+decision names its option first, from the options the learner names or from a table's rows, and nothing in code
+names either module's topics."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from mentor.answer import ChatInput
+from mentor.runtime import build_runtime
+
+from .conftest import MODULE_ID, ROOT, make_settings
+
+INDEXES = ROOT / "tests/data/corpus_indexes"
+
+
+def ask(runtime, message: str, module_id: str) -> str:
+    answered = asyncio.run(runtime.chat.ask(ChatInput(message=message, module_id=module_id)))
+    return answered.answer.text
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory, embedder):
+    return build_runtime(make_settings(tmp_path_factory.mktemp("indexes"), corpus_dir=INDEXES), embedder=embedder)
+
+
+@pytest.mark.parametrize(
+    ("message", "option"),
+    [
+        (
+            "our model fits on one card no problem, we just want to train faster with more gpus. which parallelism?",
+            "Data parallel (DP)",
+        ),
+        ("lots of layers and we need to scale across nodes — which parallelism do i pick?", "Pipeline parallel (PP)"),
+        ("bf16 or fp16 for training on a100s?", "bf16"),
+        ("to make memory-bound decode faster should i go int4 weight-only or w8a8?", "int4"),
+    ],
+)
+def test_a_decision_names_its_option_first(runtime, message: str, option: str) -> None:
+    assert ask(runtime, message, MODULE_ID).startswith(f"**{option}** [")
+
+
+@pytest.mark.parametrize(
+    ("message", "option"),
+    [
+        ("we only need exact-match lookups on one key, no ordering. which index?", "Hash"),
+        ("we search for values inside json documents a lot, which index?", "GIN"),
+    ],
+)
+def test_a_second_module_with_another_table_decides_the_same_way(indexes, message: str, option: str) -> None:
+    answer = ask(indexes, message, "T01.databases.03")
+    assert answer.startswith(f"**{option}** ["), answer
+
+
+def test_a_question_for_another_module_is_told_where_to_go(runtime, indexes) -> None:
+    # The module's front matter names where it sends learners (`pointers`); a question on that topic is told so.
+    pointed = (
+        "For why decode is memory-bound, the module points to *Inference & serving* (P10.llm-systems-frontier.01)."
+    )
+    assert ask(runtime, "where in the app do i learn why decode is memory bound?", MODULE_ID).endswith(pointed)
+    assert pointed not in ask(runtime, "what does ZeRO stage 2 shard?", MODULE_ID)
+    elsewhere = ask(indexes, "how do isolation levels and locks affect concurrent writes?", "T01.databases.03")
+    assert "the module points to *Transactions and isolation* (T01.databases.04)." in elsewhere
+
+
+def test_a_calculator_runs_only_for_what_it_models(runtime) -> None:
+    # Full-training memory is no QLoRA figure: the rule is quoted, the method named as not covered, nothing computed.
+    answered = asyncio.run(
+        runtime.chat.ask(ChatInput(message="how much gpu memory do i need to qlora finetune a 7b model?"))
+    )
+    assert answered.answer.tool_calls == [] and answered.answer.coverage == "partial"
+    assert answered.answer.text.startswith("The module does not cover “qlora”")
+    computed = asyncio.run(runtime.chat.ask(ChatInput(message="sgd with momentum on a 2B model: memory footprint?")))
+    assert [c.name for c in computed.answer.tool_calls] == ["training_memory"]
+
+
+def test_a_decisions_lead_is_no_quoted_claim() -> None:
+    # The eval reads "**Data parallel (DP)** [2]." as the decision named, not a module sentence to label.
+    from mentor.evaluate.metrics import is_claim
+
+    assert not is_claim("**Data parallel (DP)** [2].", [])
+    assert is_claim("Data parallel splits the batch (full replica per GPU). [1]", [])
