@@ -36,6 +36,8 @@ NEAREST = 0.45  # in scope but nothing clears FLOOR: the nearest unit is quoted,
 SURE = 0.8  # a part's best unit scoring this is taken alone unless the next is within RUNNER_UP
 UNSURE_RUNNER_UP = 0.06  # ... and below SURE, the next unit joins when within this
 RUNNER_UP = 0.02  # a second unit for a part must score within this of the part's best
+# Scores closer than this are no preference: int8 vectors differ from fp32's by ~0.01 in cosine.
+NOISE = 0.005
 LEXICAL_WEIGHT = 0.3
 PAIR_WEIGHT = 0.15
 RANK_WEIGHT = 0.2  # retrieval ranked whole passages with both signals: a unit of passage [1] gets 0.2, of [4] 0.05
@@ -283,6 +285,11 @@ def select(
         ranked = sorted(((scores[key], by_key[key]) for key in scores), key=lambda item: -item[0])
 
         ranked = [(value, c) for value, c in ranked if _quotable(c, by_key, leads, part_floor)]
+        if rule is not None and ranked:
+            # Units as relevant as the best, within the embedder's noise: the one stating the rule goes first.
+            tied = [item for item in ranked if item[0] >= ranked[0][0] - NOISE]
+            tied.sort(key=lambda item: -stated[_key(item[1])])
+            ranked = [*tied, *ranked[len(tied) :]]
         if not ranked or ranked[0][0] < part_floor:
             unanswered.append(part)
             continue

@@ -176,14 +176,16 @@ class Reader:
                     piece.act, piece.context = QUESTION, True
                 continue
             asks = scores[QUESTION] + scores[INSTRUCTION]  # not an order: an order-like word in a question
-            # A single word is no question of its own ("Q1:", "GPTQ:", "ok"): context when it names something.
+            # A single word is no question of its own ("Q1:", "GPTQ:", "fine."); asked ("memory?"), it is the
+            # question's context when the module uses it.
             lone = len(piece.written.split()) == 1
+            asked_alone = lone and piece.written.rstrip().endswith("?") and words.knows_any(piece.written)
             piece.act = CHATTER if scores[CHATTER] > asks or asks < UNSURE or lone else QUESTION
             piece.confidence = float(asks if piece.act == QUESTION else scores[CHATTER])
             # Chat, or a question read unsurely, that names a module word or a number is the question's context
             # ("my model is 13B."), or, with no question beside it, the question itself ("grads are all zeros in
             # fp16 after backward"); naming nothing, it is left out ("ssn btw.").
-            if piece.act == CHATTER and words.names_something(piece.written):
+            if piece.act == CHATTER and (words.names_something(piece.written) or asked_alone):
                 piece.act, piece.context, piece.confidence = QUESTION, True, float(asks)
         return suspect
 

@@ -32,6 +32,10 @@ class ModuleWords:
         """True for a word the module uses (in any inflection) or a term of its glossary."""
         return self.speller.knows(word) or bool(self.lexicon.expansions(word))
 
+    def knows_any(self, text: str) -> bool:
+        """True when `text` holds a word the module uses that is no stop word ("memory"; not "Q1", "ok")."""
+        return any(w not in ENGLISH_STOP_WORDS and self.knows(w) for w in WORD.findall(text.lower()))
+
     def names_something(self, text: str) -> bool:
         """True when `text` holds a number ("13B", "2 nodes"; not "base64"), a term of the module's glossary ("TP",
         "OOM"), a word the module uses that is rare in English ("inference", not "group" or "here"), or two of its
