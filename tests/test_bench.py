@@ -278,7 +278,8 @@ def test_stage_clock_counts_nested_time_once() -> None:
         wrapped = clock.timed(lambda: time.sleep(0.01), lambda: "scope" if clock.current == "outer" else "other")
         wrapped()
     elapsed = time.perf_counter() - began
-    # Exclusive: the outer stage keeps its own 20 ms, not the 40 ms spent in the stages inside it.
-    assert 0.019 < clock.totals["outer"] < 0.045
-    assert clock.totals["inner"] > 0.029 and clock.totals["scope"] > 0.009 and "other" not in clock.totals
-    assert sum(clock.totals.values()) == pytest.approx(elapsed, abs=0.002)
+    # Exclusive: the outer stage keeps its own 20 ms, not the 40 ms spent in the stages inside it (counted twice,
+    # the totals would exceed the time elapsed). No upper bound in milliseconds: a busy machine stretches sleeps.
+    totals = clock.totals
+    assert totals["inner"] > 0.029 and totals["scope"] > 0.009 and totals["outer"] > 0.019 and "other" not in totals
+    assert sum(totals.values()) == pytest.approx(elapsed, abs=0.002)
