@@ -51,3 +51,17 @@ def elapsed_s(call, *args, runs: int = 3) -> float:
         call(*args)
         best = min(best, time.perf_counter() - started)
     return best
+
+
+def grows_linearly(call, text_of, size: int = 4000) -> tuple[bool, str]:
+    """Whether `call` on `text_of(size)` takes at most ~twice the linear share of its time on `text_of(size // 4)`.
+
+    Both timings are taken in the same test, best of three, so a busy machine slows both: a linear scan grows
+    about 4x from a quarter of the text to all of it, a quadratic one 16x. The 2 ms allowance keeps timer noise
+    on microsecond calls from counting; the quadratic patterns this guards against took 88-656 ms.
+    """
+    quarter, full = elapsed_s(call, text_of(size // 4)), elapsed_s(call, text_of(size))
+    return (
+        full <= 8 * quarter + 0.002,
+        f"{full * 1000:.1f} ms on {size} characters, {quarter * 1000:.1f} ms on a quarter",
+    )

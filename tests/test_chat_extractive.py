@@ -11,7 +11,7 @@ import pytest
 
 from mentor.record import NO_SINK
 
-from .chat_helpers import elapsed_s, serve, stream_events
+from .chat_helpers import grows_linearly, serve, stream_events
 from .conftest import CORPUS, MODULE_ID, ROOT, make_settings
 
 CASES = [json.loads(line) for line in (ROOT / "tests/data/chat_questions.jsonl").read_text().splitlines()]
@@ -444,7 +444,6 @@ def test_reading_a_message_is_linear_in_its_length(runtime, unit: str) -> None:
     from mentor.understanding.reader import WORD_START
 
     words = runtime.retriever.modules[MODULE_ID].words
-    message = (unit * 4000)[:3995] + "PWNED"
     for call in (
         split_clauses,
         pieces_of,
@@ -456,8 +455,8 @@ def test_reading_a_message_is_linear_in_its_length(runtime, unit: str) -> None:
         words.lexicon.spell_out,
         lambda text: words_of(text, words.speller),
     ):
-        elapsed = elapsed_s(call, message)  # the best of three: a busy machine stalls once, a quadratic one always
-        assert elapsed < 0.04, f"{getattr(call, '__name__', call)} took {elapsed * 1000:.0f} ms on {unit!r} x 4000"
+        linear, timings = grows_linearly(call, lambda size: (unit * size)[: size - 5] + "PWNED")
+        assert linear, f"{getattr(call, '__name__', call)} on {unit!r}: {timings}"
 
 
 def test_a_question_about_how_to_answer_is_answered(client) -> None:
