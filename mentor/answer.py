@@ -16,9 +16,10 @@ STYLES: tuple[str, ...] = ("explain", "hint", "brief")
 Coverage = Literal["full", "partial", "none"]
 COVERAGES: tuple[str, ...] = ("full", "partial", "none")
 # The surface a question came through, logged with it so analysts can tell an eval harness speaking the OpenAI API
-# from the "Ask the mentor" box: POST /v1/chat, /v1/chat/stream, /v1/chat/completions, `mentor ask`, a replay.
-Channel = Literal["chat", "stream", "openai", "cli", "replay"]
-CHANNELS: tuple[str, ...] = ("chat", "stream", "openai", "cli", "replay")
+# from the "Ask the mentor" box: POST /v1/chat, /v1/chat/stream, /v1/chat/completions, `mentor ask`, a replay, and
+# the synthetic learners of `mentor demo-data` (so demo rows are told from real ones).
+Channel = Literal["chat", "stream", "openai", "cli", "replay", "demo"]
+CHANNELS: tuple[str, ...] = ("chat", "stream", "openai", "cli", "replay", "demo")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +31,10 @@ class ChatInput:
     conversation_id: str | None = None
     learner_id: str | None = None
     style: str = "explain"
-    client: str = "local"  # who to rate-limit when anonymous (an address): never logged
+    client: str = "local"  # the caller's address, for the limits per address: never logged
+    # The learner id was proven (a learner token, or named by a server holding the server key). False: it is a name
+    # the caller picked, so the address's own ceiling applies too.
+    authenticated: bool = False
     channel: str = "chat"  # a Channel: logged with the question
     # A conversation the client holds (the OpenAI facade resends every earlier turn): read instead of a stored
     # one. None: the conversation is the server's (`conversation_id`, or a new one).

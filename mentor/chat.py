@@ -1,6 +1,6 @@
 """One question, start to finish, as the steps of answering:
 
-1. `prepare`: validate, resolve the module, count the question against the learner's rate limit, open the
+1. `prepare`: validate, resolve the module, count the question against the rate limits (`throttle`), open the
    conversation, or take the one the client holds (4xx errors are raised here, before anything streams);
 2. `events`: read the message once and find what the answer stands on (`mentor.consult`: the reading, the
    passages, the calculator plan), answer with the LLM engine or the extractive one (or redirect when the module
@@ -25,7 +25,7 @@ from mentor.answer import Answer, ChatInput, Question, ToolCall, Turn
 from mentor.catalog import Catalog
 from mentor.citations import ground
 from mentor.consult import Grounds, consult
-from mentor.conversations import ConversationStore, RateLimiter
+from mentor.conversations import ConversationStore
 from mentor.corpus import Module
 from mentor.engines.extractive import ExtractiveEngine
 from mentor.engines.llm import LLMEngine
@@ -35,6 +35,7 @@ from mentor.intake import Prepared, held_conversation, validate
 from mentor.privacy import pseudonym
 from mentor.record import AnsweredQuestion, SignalSink
 from mentor.respond import UNCHECKED, Responder, check
+from mentor.throttle import ASK, ASK_CLIENT, RateLimiter
 
 log = logging.getLogger(__name__)
 # Start-up runs one question through every stage (ChatService.warm); a calculation reaches the planner and tools.
@@ -80,8 +81,7 @@ class ChatService:
         catalog = self.catalog
         module = self.module(request.module_id, catalog)
         learner_key = self.learner_key(request.learner_id)
-        # Anonymous askers are limited by address, which is kept as a pseudonym too (it may go to Redis).
-        await self.limiter.hit(learner_key if request.learner_id else self.learner_key(f"client:{request.client}"))
+        await self.throttle(request, learner_key)
         if request.history is None:
             conversation = await self.conversations.open(
                 request.conversation_id, learner_key=learner_key, module_id=module.id
@@ -91,6 +91,13 @@ class ChatService:
                 request.history, request.message, learner_key=learner_key, module_id=module.id, key=self._key
             )
         return Prepared(request, catalog, module, conversation, learner_key, uuid.uuid4().hex, started)
+
+    async def throttle(self, request: ChatInput, learner_key: str) -> None:
+        """Count the question per learner (an anonymous one is their address), and per address while unproven."""
+        client_key = self.client_key(request.client)
+        await self.limiter.hit(ASK, learner_key if request.learner_id else client_key)
+        if request.learner_id and not request.authenticated:
+            await self.limiter.hit(ASK_CLIENT, client_key)
 
     async def ask(self, request: ChatInput) -> AnsweredQuestion:
         """Answer without streaming."""
@@ -116,7 +123,7 @@ class ChatService:
             ids = {"question_id": prepared.question_id, "conversation_id": conversation.id, "module_id": module.id}
             yield "meta", ids
             grounds = await asyncio.to_thread(self.consult, message, history, module.id, prepared.catalog)
-            question = asked(prepared.catalog, module, grounds, message, prepared.input.style, history)
+            question = asked(prepared.catalog, module, grounds, message, prepared.input.style, grounds.history)
             answer = grounding = None
             async with aclosing(self.responder.events(module, question, grounds, stream=stream)) as answering:
                 async for kind, payload in answering:
@@ -202,6 +209,10 @@ class ChatService:
     def learner_key(self, learner_id: str | None) -> str:
         """The pseudonym the signals log knows a learner by."""
         return pseudonym(learner_id, self._key)
+
+    def client_key(self, address: str) -> str:
+        """The pseudonym the limits per address count by (a pseudonym too: it may go to Redis)."""
+        return pseudonym(f"client:{address}", self._key)
 
     def module(self, module_id: str | None, catalog: Catalog | None = None) -> Module:
         """Resolve the module; it may be omitted only while the catalog holds one."""

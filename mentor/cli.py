@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -22,6 +23,7 @@ import typer
 from pydantic import ValidationError
 
 from mentor.errors import MentorError
+from mentor.lti.cli import lti_app
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -40,6 +42,8 @@ app = typer.Typer(
     **PLAIN_HELP,
 )
 F = TypeVar("F", bound=Callable[..., Any])
+log = logging.getLogger(__name__)
+IMPORTED = time.monotonic()  # where `seconds_since_start` counts from when the kernel does not say
 
 # Choices written out here, so that parsing them imports nothing; tests/test_cli_imports.py checks each against its
 # owner (mentor.answer.STYLES, mentor.evaluate.golden.SPLITS, mentor.evaluate.export.EXPORT_FORMATS,
@@ -99,6 +103,16 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+# What in-process runs (the golden set, replays, sweeps) set: every question comes from this one process, so neither the
+# per-learner limit nor the per-address ones may refuse any.
+UNLIMITED = {
+    "rate_limit_per_minute": 10_000,
+    "rate_limit_per_client_per_minute": 10_000,
+    "rate_limit_search_per_minute": 10_000,
+    "rate_limit_tools_per_minute": 10_000,
+}
+
+
 def make_settings(**overrides: Any) -> Settings:
     """Settings from the environment, with command-line overrides that were given."""
     from mentor.logs import configure_logging
@@ -109,6 +123,34 @@ def make_settings(**overrides: Any) -> Settings:
     for noisy in ("bm25s", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     return settings
+
+
+def check_module(settings: Settings, module_id: str | None) -> None:
+    """Refuse a module the corpus directory does not hold, from its files' front matter: a fraction of a second,
+    where the runtime's own check comes after the model and the index have loaded.
+
+    Only where this process indexes the corpus directory: a replica of a shared index serves what `mentor ingest`
+    published, which the runtime checks.
+    """
+    if module_id is None or not settings.sync_index:
+        return
+    from mentor.front_matter import module_ids, unknown_module
+
+    known = module_ids(settings.corpus_dir)
+    if known and module_id not in known:  # no module at all: loading the corpus says why, with the file
+        raise unknown_module(module_id, known)
+
+
+def seconds_since_start() -> float:
+    """Wall-clock seconds since this process started, as a shell's `time` counts them (Python's own start-up and
+    every import included): the kernel's start time of the process on Linux, else since this module was imported."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            # Field 22 is the start time in clock ticks after boot; the command name (field 2) may hold spaces.
+            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.monotonic() - IMPORTED
 
 
 @contextlib.contextmanager
@@ -182,11 +224,13 @@ def search(
     corpus: CorpusOpt = None,
 ) -> None:
     """Hybrid (dense + BM25) search of one module's passages."""
+    settings = make_settings(corpus_dir=corpus)
+    check_module(settings, module)  # before anything heavy is imported
     from mentor.retrieve import validate_query
     from mentor.runtime import build_runtime
 
     validate_query(query)  # fail fast, before the model loads
-    runtime = build_runtime(make_settings(corpus_dir=corpus))
+    runtime = build_runtime(settings)
     result = runtime.retriever.search(query, runtime.module(module).id, runtime.settings.top_k if k is None else k)
     if as_json:
         rows = [
@@ -255,36 +299,49 @@ def ask(
     question: Annotated[str, typer.Argument(metavar="QUESTION", help="The learner's question.")],
     module: ModuleOpt = None,
     conversation: Annotated[
-        str | None, typer.Option("--conversation", metavar="ID", help="Continue this conversation.")
+        str | None,
+        typer.Option("--conversation", metavar="ID", help="Continue the conversation an earlier `ask` printed."),
     ] = None,
     style: Annotated[
         str, typer.Option("--style", parser=choice(*STYLES), metavar="|".join(STYLES), help="How to answer.")
     ] = "explain",
     as_json: Annotated[bool, typer.Option("--json", help="Print the full response object.")] = False,
 ) -> None:
-    """Ask the mentor in-process, exactly as POST /v1/chat would answer; the latency shown is the answer's."""
-    import asyncio
-    import time
+    """Ask the mentor in-process, exactly as POST /v1/chat would answer, and say how long each stage took.
 
-    from mentor.answer import ChatInput
-    from mentor.api.schemas import ChatResponse
-    from mentor.intake import validate
-    from mentor.runtime import build_runtime
+    The conversation is kept in the data directory (MENTOR_DATA_DIR/conversations) for MENTOR_CONVERSATION_TTL_S:
+    the id printed last continues it with --conversation, from this shell or another.
+    """
+    import asyncio
 
     settings = make_settings()
+    check_module(settings, module)  # an unknown module fails here, before anything heavy is imported
+    from mentor.answer import ChatInput
+    from mentor.api.schemas import ChatResponse
+    from mentor.embeddings import make_embedder
+    from mentor.intake import validate
+    from mentor.runtime import LearnerState, build_runtime
+
     request = ChatInput(
         message=question, module_id=module, conversation_id=conversation, style=style, client="cli", channel="cli"
     )
     validate(request)  # an empty or oversize question fails here, before the model and the index load
-    started = time.perf_counter()
+    stages = {"imports": seconds_since_start()}  # Python's start-up, mentor's and its libraries' imports
     with progress_bar(settings) as bar:
-        bar.add_task("loading the embedding model and the index", total=None)
-        runtime = build_runtime(settings)
-        # Load the model and run every stage once, as the server does before it listens: the latency reported
-        # below is then the answer's, not the start-up's.
-        runtime.embedder.embed_query("warm up")
-        runtime.chat.warm()
-    startup_s = time.perf_counter() - started
+        task = bar.add_task("loading the embedding model", total=None)
+        started = time.perf_counter()
+        embedder = make_embedder(settings)
+        embedder.embed_query("warm up")  # loads the model: a first run exports it to ONNX (logged)
+        stages["model"] = time.perf_counter() - started
+        bar.update(task, description="opening the index and the reader")
+        started = time.perf_counter()
+        # Conversations as files in the data directory (or in Redis), so that the next `ask` can continue this one.
+        runtime = build_runtime(settings, embedder=embedder, state=LearnerState.between_commands(settings))
+        stages["index"] = time.perf_counter() - started
+        bar.update(task, description="warming up")
+        started = time.perf_counter()
+        runtime.chat.warm()  # every stage run once, as the server does before it listens
+        stages["warm-up"] = time.perf_counter() - started
     runtime.writer.start()  # the CLI's questions are learning signals too
     try:
         result = asyncio.run(runtime.chat.ask(request))
@@ -298,10 +355,13 @@ def ask(
     for citation in response["citations"]:
         typer.echo(f"  [{citation['n']}] {citation['section_title']} ({citation['section_id']})")
     verdict = "grounded" if response["grounding"]["grounded"] else "NOT grounded"
+    spent = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in stages.items())
     typer.echo(
-        f"-- {response['engine']}, {verdict}, answered in {response['latency_ms']:.0f} ms "
-        f"(start-up {startup_s:.1f} s), conversation {response['conversation_id']}"
+        f"-- {response['engine']}, {verdict}, answered in {response['latency_ms']:.0f} ms; "
+        f"{seconds_since_start():.1f} s since the command started ({spent})"
     )
+    conversation_id = response["conversation_id"]
+    typer.echo(f'-- conversation {conversation_id}: follow up with  mentor ask --conversation {conversation_id} "..."')
 
 
 @app.command()
@@ -344,15 +404,20 @@ def serve(
 ) -> None:
     """Run the HTTP service (uvicorn). An embedded index is brought up to date with the corpus on start; a shared
     one is served as `mentor ingest` published it."""
+    from mentor import __version__
+
+    settings = make_settings(host=host, port=port)
+    # Each step of a start says what it does before it starts (a first start takes ~15-60 s: the libraries, the
+    # model's export to ONNX, the index, the reader's labelled examples), and the address once the port is open.
+    log.info("mentor %s starting: loading its libraries…", __version__)
     import uvicorn
 
     from mentor.api import create_app
-    from mentor.api.app import tune_serving_process
+    from mentor.api.app import run_server, tune_serving_process
     from mentor.logs import uvicorn_log_config
     from mentor.metrics import metrics_for_workers
     from mentor.runtime import build_runtime, prepare_for_workers
 
-    settings = make_settings(host=host, port=port)
     # Request limits live in mentor/api/middleware.py (header bytes, body bytes, time to receive a body; its
     # docstring lists every limit and where it lives); the server's own part is set here.
     server = {
@@ -377,12 +442,13 @@ def serve(
         return
     # Built before the server starts: a start-up failure (Chroma still away after its wait) ends as one line and
     # a non-zero exit here, not as a traceback from uvicorn's lifespan, and the port opens only once it can answer.
+    log.info("loading the embedding model and the index…")
     with embedding_progress(settings) as hooks:  # a first start embeds the whole corpus
         runtime = build_runtime(settings, **hooks)
     app = create_app(settings, runtime=runtime)
     tune_serving_process()
     try:
-        uvicorn.run(app, log_config=uvicorn_log_config(app), **server)  # access log: route templates, no queries
+        run_server(app, log_config=uvicorn_log_config(app), **server)  # access log: route templates, no queries
     finally:
         runtime.writer.stop()  # an app leaves a runtime it was given running: flush the signals still queued
 
@@ -393,11 +459,16 @@ def token(
     learner_id: Annotated[
         str, typer.Argument(metavar="LEARNER_ID", help="The platform's learner id: the token's sub.")
     ],
-    ttl: Annotated[str, typer.Option("--ttl", metavar="AGE", help="Lifetime: 30m, 1h, 7d or 2w.")] = "1h",
+    ttl: Annotated[
+        str,
+        typer.Option(
+            "--ttl", metavar="AGE", help="Lifetime: 30m, 1h or 1d; at most MENTOR_LEARNER_TOKEN_MAX_AGE_S (a day)."
+        ),
+    ] = "1h",
 ) -> None:
     """Print a learner token signed with MENTOR_LEARNER_TOKEN_SECRET, for tests and demos.
 
-    In production the learning platform's server mints the same token (HS256; sub, aud, exp) for each learner.
+    In production the learning platform's server mints the same token (HS256; sub, aud, iat, exp) for each learner.
     """
     from mentor.auth import mint_learner_token
     from mentor.errors import ConfigError, InvalidInput
@@ -415,6 +486,7 @@ def token(
             secret=settings.learner_token_secret.get_secret_value(),
             audience=settings.learner_token_audience,
             ttl_s=int(lifetime.total_seconds()),
+            max_age_s=settings.learner_token_max_age_s,
         )
     )
 
@@ -440,6 +512,58 @@ def db_upgrade() -> None:
     except Exception as exc:
         raise NotReady(f"the signals database cannot be upgraded: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
     typer.echo(behind or "signals database schema is up to date")
+
+
+@app.command("demo-data")
+@handle_errors
+def demo_data(
+    learners: Annotated[
+        int, typer.Option("--learners", min=2, max=200, help="Synthetic learners (at least MENTOR_MIN_COHORT + 2).")
+    ] = 12,
+    days: Annotated[int, typer.Option("--days", min=1, max=92, help="Days back the questions are spread over.")] = 14,
+    golden: Annotated[
+        Path, typer.Option("--golden", metavar="FILE", help="Golden set the questions are taken from.")
+    ] = Path("eval/golden.jsonl"),
+    force: Annotated[
+        bool, typer.Option("--force", help="Write even into a database holding other signals (demo rows are marked).")
+    ] = False,
+) -> None:
+    """Fill a scratch signals database with synthetic learners (demo-learner-01 ...) so every dashboard panel shows.
+
+    Their questions come from the golden set, are answered by the extractive engine and logged through the signal
+    writer, marked channel "demo". A database holding other signals is refused unless --force; an earlier run's demo
+    rows are replaced.
+    """
+    from mentor.demo_data import fill_demo_data, refuse_unless_scratch
+    from mentor.evaluate.golden import load_golden
+    from mentor.runtime import build_runtime
+
+    settings, engine = signals_engine()
+    refuse_unless_scratch(engine, force=force)  # before the model loads
+    cases = load_golden(golden, "all")
+    with progress_bar(settings) as bar:
+        bar.add_task("loading the embedding model and the index", total=None)
+        runtime = build_runtime(settings)
+    runtime.writer.start()
+    try:
+        with progress_bar(settings) as bar:
+            task = bar.add_task("asking as the demo learners", total=None)
+            report = fill_demo_data(
+                runtime, cases, runtime.writer, learners=learners, days=days, force=force,
+                progress=lambda n: bar.advance(task, n),
+            )  # fmt: skip
+        written = runtime.writer.flush(60)
+    finally:
+        runtime.writer.stop()
+    if not written:
+        typer.echo("error: the signals database did not take every demo record (they wait in the spool)", err=True)
+        raise typer.Exit(1)
+    where = settings.database if settings.database.startswith("sqlite") else "the signals database"
+    replaced = f" (replacing {report.replaced} earlier demo questions)" if report.replaced else ""
+    typer.echo(
+        f"wrote {report.questions} questions and {report.ratings} ratings of {report.learners} demo learners to "
+        f"{where}{replaced}; run `mentor serve` and open /dashboard to see them"
+    )
 
 
 signals_app = typer.Typer(
@@ -618,7 +742,7 @@ def run_golden(golden: Path, split: str, url: str | None, token: str | None):  #
             return asyncio.run(remote(lambda _result: bar.advance(task)))
     # A scratch data directory: the suite's questions must not become learning signals of real learners.
     with tempfile.TemporaryDirectory(prefix="mentor-eval-", ignore_cleanup_errors=True) as scratch:
-        settings = make_settings(data_dir=Path(scratch), rate_limit_per_minute=10_000)
+        settings = make_settings(data_dir=Path(scratch), **UNLIMITED)
         with progress_bar(settings) as bar:
             task = bar.add_task(f"golden set ({split})", total=len(cases))
             return asyncio.run(
@@ -719,7 +843,7 @@ def eval_replay(
     from mentor.runtime import build_runtime
     from mentor.signals.queries import Filters
 
-    settings = make_settings(rate_limit_per_minute=10_000)
+    settings = make_settings(**UNLIMITED)
     runtime = build_runtime(settings)
     filters = Filters(module_id=module, since=parse_since(since))
     report = asyncio.run(replay(runtime, filters, limit=limit))
@@ -765,7 +889,7 @@ def eval_sweep(
     cases = load_golden(golden, split)
     # A scratch data directory, as `mentor eval` runs in-process: the sweeps' questions are no learning signals.
     with tempfile.TemporaryDirectory(prefix="mentor-sweep-", ignore_cleanup_errors=True) as scratch:
-        settings = make_settings(data_dir=Path(scratch), rate_limit_per_minute=10_000)
+        settings = make_settings(data_dir=Path(scratch), **UNLIMITED)
         settings = corpus_settings(settings, "default")
         with progress_bar(settings) as bar:
             task = bar.add_task("loading the embedding model and the index", total=None)
@@ -827,6 +951,10 @@ def bench(
         bar.update(task, completed=steps[0], description="done")
     typer.echo(json.dumps(results, indent=2) if as_json else render_markdown(results))
     typer.echo(f"results written to {out_dir}", err=True)
+
+
+# `mentor lti ...` (mentor/lti/cli.py), given this CLI's error handling, settings and age parser.
+app.add_typer(lti_app(handle_errors=handle_errors, make_settings=make_settings, parse_age=parse_age), name="lti")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,6 +1,12 @@
 """What an answer stands on: the message read once (`mentor.understanding`), the module's passages for it, and the
 calculators it asks for.
 
+The learner's words go through one `Scrubber` first, the conversation's earlier questions with the message, then the
+earlier answers: what it leaves is what is searched, planned and sent to an LLM (`Grounds.said`, `Grounds.history`),
+so a detail given in one turn ("I'm Janeth Doerfler") is gone from the others too. Each earlier question is read as
+the message is, its orders left out (`Turn.asked`): mentor read a stored one when it was asked; one the client holds
+is read here (the reader caches it for the thread's next question).
+
 One hybrid search for the question (after the earlier one it continues), and one more per part when it has
 several, each with the vector the reader already made: a part the module does not cover is set aside, and the
 passages of the parts it does are answered from. A question about the module's sources reads its reading list; one
@@ -14,7 +20,7 @@ from dataclasses import dataclass, replace
 from mentor.answer import Turn
 from mentor.corpus import Chunk
 from mentor.engines.planner import PlannedCall, plan_tools
-from mentor.privacy import without_personal_details
+from mentor.privacy import Scrubber, without_placeholders
 from mentor.retrieve import MAX_QUERY_CHARS, Passage, Retrieval, Retriever
 from mentor.text.profile import describes_module
 from mentor.tools.registry import CALCULATORS
@@ -35,6 +41,9 @@ class Grounds:
     set_aside: bool = False  # a part of the message the module does not cover was left out
     covered: str = ""  # with a part set aside, the parts the module covers (what an engine is asked)
     unmodelled: tuple[str, ...] = ()  # calculators asked for that do not model a concept the question names
+    said: str = ""  # the message with personal details replaced ("[EMAIL]", "[NAME]", ...)
+    # The earlier turns, details replaced the same way, each question as read (`Turn.asked`: its orders left out).
+    history: tuple[Turn, ...] = ()
 
     @property
     def question(self) -> str:
@@ -56,8 +65,10 @@ def consult(
 ) -> Grounds:
     """Read `message` after its conversation, search the module for it, and plan its calculators (blocking)."""
     index = retriever.modules[module_id]
-    previous = _previous(history, reader, index.words)
-    reading = reader.read(without_personal_details(message) or message, previous=previous, words=index.words)
+    said, history = scrubbed(message, history)
+    history = tuple(_read(turn, reader, index.words) for turn in history)
+    previous = history[-1].asked if history else ""
+    reading = reader.read(without_placeholders(said) or said, previous=previous, words=index.words)
     retrieval = _search(retriever, reading.query, reading, module_id, top_k)
     if not reading.question and not reading.instructed and retrieval.in_scope:
         reading = reader.as_question(reading, index.words)  # terse, not chat: "zero in one sentence"
@@ -84,16 +95,28 @@ def consult(
     unmodelled_concepts = [c for c in reading.lacking if not any(calc.models(c) for calc in CALCULATORS)]
     modelled = [] if unmodelled_concepts else plan
     unmodelled = tuple(dict.fromkeys(call.name for call in plan)) if unmodelled_concepts else ()
-    return Grounds(reading, retrieval, modelled, set_aside, asked, unmodelled)
+    return Grounds(reading, retrieval, modelled, set_aside, asked, unmodelled, said, history)
 
 
-def _previous(history: tuple[Turn, ...], reader: Reader, words: ModuleWords) -> str:
-    """The question the conversation's last turn asked, as read: stored with the turn, or read now (a conversation
-    the client holds arrives without it)."""
-    if not history:
-        return ""
-    last = history[-1]
-    return last.asked if last.asked else reader.read(without_personal_details(last.question), words=words).question
+def scrubbed(message: str, history: tuple[Turn, ...]) -> tuple[str, tuple[Turn, ...]]:
+    """The message and the turns before it with personal details replaced, by one `Scrubber`: the learner's words
+    first (so a detail from any of them is known), the answers, which may echo them, last."""
+    scrub = Scrubber()
+    questions = [scrub.text(turn.question) for turn in history]
+    said = scrub.text(message)
+    turns = tuple(
+        Turn(question, scrub.text(turn.answer), scrub.text(turn.asked))
+        for turn, question in zip(history, questions, strict=True)
+    )
+    return said, turns
+
+
+def _read(turn: Turn, reader: Reader, words: ModuleWords) -> Turn:
+    """An earlier turn with its question as read: stored with the turn, or read now (a conversation the client holds
+    arrives without it)."""
+    if turn.asked:
+        return turn
+    return replace(turn, asked=reader.read(without_placeholders(turn.question), words=words).question)
 
 
 def _search(retriever: Retriever, query: str, reading: Reading, module_id: str, top_k: int, vector=None) -> Retrieval:

@@ -1,9 +1,10 @@
-"""Learner state the chat keeps between questions, behind small async Protocols: conversations (each bound to
-one learner and one module, with who asked each recent question, for feedback) and the per-learner rate limit.
+"""Learner state the chat keeps between questions, behind a small async Protocol: conversations (each bound to
+one learner and one module, with who asked each recent question, for feedback). Rate limits are `mentor.throttle`'s.
 
-The in-memory classes here are the embedded default; a shared store (`mentor.redis_state`) implements the same
-Protocols so that replicas agree. The methods are async because a shared store does I/O, except `erased_since`,
-which the signal writer calls from its own thread.
+The in-memory class here is the embedded default; a shared store (`mentor.redis_state`) implements the same
+Protocol so that replicas agree, and `mentor.conversation_files` keeps `mentor ask`'s between commands. The
+methods are async because a shared store does I/O, except `erased_since`, which the signal writer calls from its
+own thread.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from mentor.answer import Turn
-from mentor.errors import InvalidInput, NotFound, RateLimited
+from mentor.errors import InvalidInput, NotFound
 
 CONVERSATION_ID = re.compile(r"^[0-9a-f]{32}$")
 MAX_TURNS = 20
@@ -39,12 +40,6 @@ MAX_ASKERS = 100_000
 # database was down (spools are replayed within hours) to be dropped rather than written.
 TOMBSTONE_TTL_S = 30 * 24 * 3600
 MAX_TOMBSTONES = 100_000
-
-
-def too_many_questions(per_minute: int, retry_after_s: int) -> RateLimited:
-    """The one answer for a learner over the rate limit."""
-    message = f"too many questions: at most {per_minute} a minute; try again in {retry_after_s} s"
-    return RateLimited(message, retry_after_s)
 
 
 def check_conversation_id(conversation_id: str) -> None:
@@ -73,6 +68,18 @@ class Conversation:
     turns: deque[Turn] = field(default_factory=lambda: deque(maxlen=MAX_TURNS))
     touched: float = field(default_factory=time.monotonic)
     stored_bytes: int = CONVERSATION_OVERHEAD_BYTES
+
+
+def add_turn(conversation: Conversation, turn: Turn, max_conversation_bytes: int) -> None:
+    """Append a finished turn, dropping the conversation's oldest turns beyond MAX_TURNS and its byte budget."""
+    if len(conversation.turns) == conversation.turns.maxlen:
+        conversation.stored_bytes -= turn_bytes(conversation.turns.popleft())
+    conversation.turns.append(turn)
+    conversation.stored_bytes += turn_bytes(turn)
+    # The latest turn stays even alone over budget: a follow-up reads it, and one turn is bounded by the message
+    # limit and the answer's.
+    while len(conversation.turns) > 1 and conversation.stored_bytes > max_conversation_bytes:
+        conversation.stored_bytes -= turn_bytes(conversation.turns.popleft())
 
 
 class ConversationStore(Protocol):
@@ -105,14 +112,6 @@ class ConversationStore(Protocol):
         Synchronous: the signal writer calls it from its thread and drops the records made before that time (a
         learner who asks again after the erasure is logged again). Raise when the answer cannot be known.
         """
-        ...
-
-
-class RateLimiter(Protocol):
-    """Counts questions per learner."""
-
-    async def hit(self, key: str) -> None:
-        """Count one question for `key`, or raise RateLimited with the seconds to wait."""
         ...
 
 
@@ -220,21 +219,13 @@ class MemoryConversationStore:
     async def append(self, conversation: Conversation, turn: Turn) -> None:
         """Record a finished turn, dropping the conversation's oldest turns beyond its byte budget."""
         now = time.monotonic()
-        size = turn_bytes(turn)
         with self._lock:
             stored = self._items.get(conversation.id) is conversation
             if stored and now - conversation.touched > self._ttl_s:  # expired meanwhile: not brought back
                 self._bytes -= self._items.pop(conversation.id).stored_bytes
                 stored = False
             before = conversation.stored_bytes
-            if len(conversation.turns) == conversation.turns.maxlen:
-                conversation.stored_bytes -= turn_bytes(conversation.turns.popleft())
-            conversation.turns.append(turn)
-            conversation.stored_bytes += size
-            # The latest turn stays even alone over budget: a follow-up reads it, and one turn is bounded by
-            # the message limit and the answer's.
-            while len(conversation.turns) > 1 and conversation.stored_bytes > self._max_conversation_bytes:
-                conversation.stored_bytes -= turn_bytes(conversation.turns.popleft())
+            add_turn(conversation, turn, self._max_conversation_bytes)
             conversation.touched = now
             if stored:  # not when it was evicted or erased while this turn was being answered
                 self._bytes += conversation.stored_bytes - before
@@ -252,26 +243,3 @@ class MemoryConversationStore:
             if not over and now - oldest.touched <= self._ttl_s:
                 return
             self._bytes -= self._items.pop(oldest.id).stored_bytes
-
-
-class MemoryRateLimiter:
-    """At most `per_minute` questions per learner in any sliding 60-second window."""
-
-    def __init__(self, per_minute: int) -> None:
-        self._limit = per_minute
-        self._seen: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
-
-    async def hit(self, key: str) -> None:
-        """Count one question for `key`, or raise RateLimited with the seconds to wait."""
-        now = time.monotonic()
-        with self._lock:
-            window = self._seen.setdefault(key, deque())
-            while window and now - window[0] >= 60:
-                window.popleft()
-            if len(window) >= self._limit:
-                raise too_many_questions(self._limit, max(1, int(60 - (now - window[0])) + 1))
-            window.append(now)
-            if len(self._seen) > 100_000:  # forget idle learners so the map cannot grow without bound
-                for stale in [k for k, w in self._seen.items() if not w or now - w[-1] >= 60]:
-                    del self._seen[stale]

@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from langchain_text_splitters import MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
 
 from mentor.errors import CorpusError
+from mentor.front_matter import split_front_matter
 from mentor.text import FENCE, HEADING
 
 SECTION_ID = re.compile(r"^(?P<title>.*?)\s*\{#(?P<id>[a-z0-9][a-z0-9._-]*)\}$")
@@ -123,7 +123,7 @@ def load_module(path: Path) -> Module:
 
 def parse_module(raw: str, path: Path) -> Module:
     """Parse a module's Markdown source (`path` names it in errors): what replicas do with a published module."""
-    meta, body, body_line = _split_front_matter(path, raw)
+    meta, body, body_line = split_front_matter(path, raw)
     # Learners never see HTML comments, so the mentor must not read them either (blanked, keeping line numbers).
     body = HTML_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), body)
     module_id, title, prerequisites, version, topics = _validate_meta(path, meta)
@@ -165,25 +165,6 @@ def chunk_corpus(modules: Iterable[Module], *, chunk_size: int = 900, chunk_over
 def _make_chunk(module: Module, section: Section, position: int, text: str) -> Chunk:
     digest = hashlib.sha256("\x1f".join((module.id, section.id, section.title, text)).encode("utf-8")).hexdigest()[:32]
     return Chunk(digest, module.id, module.version, section.id, section.title, position, text)
-
-
-def _split_front_matter(path: Path, raw: str) -> tuple[dict, str, int]:
-    lines = raw.splitlines()
-    if not lines or lines[0].strip() != "---":
-        raise CorpusError(f"{path}:1: missing YAML front matter (the file must start with a '---' line)")
-    try:
-        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
-    except StopIteration:
-        raise CorpusError(f"{path}:1: front matter is not closed by a '---' line") from None
-    try:
-        meta = yaml.safe_load("\n".join(lines[1:end])) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 2 if mark is not None else 2
-        raise CorpusError(f"{path}:{line}: front matter is not valid YAML ({getattr(exc, 'problem', exc)})") from exc
-    if not isinstance(meta, dict):
-        raise CorpusError(f"{path}:2: front matter must be a mapping of keys to values")
-    return meta, "\n".join(lines[end + 1 :]), end + 2
 
 
 def _validate_meta(path: Path, meta: dict) -> tuple[str, str, tuple[str, ...], str | None, tuple[str, ...]]:

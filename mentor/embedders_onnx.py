@@ -65,8 +65,9 @@ def _at_precision(fp32_path: Path, precision: Precision) -> Path:
     return fp32_path if precision == "fp32" else fp32_path.with_name(f"{fp32_path.stem}-{precision}.onnx")
 
 
-def export_onnx(model_dir: Path, out_path: Path) -> Path:
-    """Export the transformer of `model_dir` to ONNX fp32 at `out_path`, checked against torch; atomically.
+def export_onnx(model_dir: Path, out_path: Path, *, label: str | None = None) -> Path:
+    """Export the transformer of `model_dir` (`label` names it in the log) to ONNX fp32 at `out_path`, checked
+    against torch; atomically.
 
     The file appears under its name only once it is complete and its outputs matched torch's on a padded probe
     batch; a manifest next to it (written last) records its digest, so a file changed or cut short later is
@@ -131,14 +132,18 @@ def export_onnx(model_dir: Path, out_path: Path) -> Path:
             max_abs_diff_vs_torch=worst,
         )
     log.info(
-        "exported %s to ONNX in %.1f s (max diff vs torch %.1e)", model_dir.name, time.perf_counter() - started, worst
+        "exported %s to ONNX in %.1f s (max diff vs torch %.1e)",
+        label or model_dir.name,
+        time.perf_counter() - started,
+        worst,
     )
     return out_path
 
 
-def ensure_onnx(model_dir: Path, cache_dir: Path, *, precision: Precision = "fp32") -> Path:
+def ensure_onnx(model_dir: Path, cache_dir: Path, *, precision: Precision = "fp32", label: str | None = None) -> Path:
     """The cached export of `model_dir` (its int8 quantization when asked), made first if it is missing or does
-    not match its manifest."""
+    not match its manifest. Each step says so before it starts: together they leave a first start silent for
+    ~15 s otherwise (`label` names the model)."""
     path = cached_onnx_path(model_dir, cache_dir)  # digests the weights: once
     wanted = _at_precision(path, precision)
     if verify_export(wanted):
@@ -147,8 +152,11 @@ def ensure_onnx(model_dir: Path, cache_dir: Path, *, precision: Precision = "fp3
     with _exclusive(cache_dir / ".export.lock"):
         # Another process may have exported while this one waited for the lock.
         if not verify_export(path):
-            export_onnx(model_dir, path)
+            # ~4.5 s on an idle 2-core machine, 9-15 s on a busy one (torch's import included)
+            log.info("exporting %s to ONNX into %s (first start only, ~10 s)…", label or model_dir.name, cache_dir)
+            export_onnx(model_dir, path, label=label)
         if wanted != path and not verify_export(wanted):
+            log.info("quantizing the ONNX model to %s (first start only, ~5 s)…", precision)
             quantize_export(model_dir, path, wanted)
     return wanted
 
@@ -247,6 +255,7 @@ class OnnxEmbedder(BatchingEmbedder):
     ) -> None:
         super().__init__(model_name, batch_size=batch_size, query_cache_size=query_cache_size, on_batch=on_batch)
         self.cache_dir = Path(cache_dir)
+        self.label = "all-MiniLM-L6-v2" if model_name == PACKAGED_MODEL else Path(model_name).name  # for the log
         self.precision = precision
         if precision != "fp32":  # other vectors: an index or vectors cached from fp32 ones are not reused
             self.name = f"{model_name}+{precision}"
@@ -265,7 +274,8 @@ class OnnxEmbedder(BatchingEmbedder):
         # The first load after an install pays the export once (torch imported for it alone).
         _check_pooling(self._path)
         self._tokenizer = _tokenizer(self._path)
-        return _load_session(ensure_onnx(self._path, self.cache_dir, precision=self.precision), self.pass_threads)
+        path = ensure_onnx(self._path, self.cache_dir, precision=self.precision, label=self.label)
+        return _load_session(path, self.pass_threads)
 
     @functools.cached_property
     def dim(self) -> int:

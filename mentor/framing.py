@@ -1,5 +1,6 @@
-"""The mentor's own words: the polite redirect for a question the module does not cover, and the fixed framing
-sentences (hints) that carry no claim about the module, so the grounding check and the eval exempt them.
+"""The mentor's own words: the polite redirect for a question the module does not cover, the short reply to a greeting,
+a thanks or a goodbye, and the fixed framing sentences (hints) that carry no claim about the module, so the grounding
+check and the eval exempt them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,15 @@ REDIRECT_OPENINGS = (
 )
 
 
+# The reply to chat alone that greets, thanks or takes leave (`Reading.social`), by what it does: brief, naming the
+# module; the greeting also says what it covers, as a learner arriving does not know yet.
+SOCIAL_REPLIES = {
+    "greeting": "Hi! Ask me anything about *{title}*: {covered}.",
+    "thanks": "You're welcome! Ask me anything else about *{title}* whenever you like.",
+    "farewell": "Bye for now! Come back any time with a question about *{title}*.",
+}
+
+
 def pointed(pointers: tuple[Pointer, ...]) -> str:
     """Where the module sends a learner for the topic asked about (its front matter's `pointers`)."""
     return " ".join(f"For {p.topic}, {POINTS_TO} *{p.title}* ({p.module_id})." for p in pointers)
@@ -40,10 +50,30 @@ def with_pointers(answer: Answer, pointers: tuple[Pointer, ...]) -> Answer:
     return replace(answer, text=f"{answer.text}\n\n{sentence}", framing=(*answer.framing, sentence))
 
 
+def covered_topics(module: Module, last: str = "and") -> str:
+    """What the module covers, in words: its topics (its section titles when it lists none)."""
+    topics = module.topics or tuple(s.title for s in module.sections[1:])
+    return ", ".join(topics[:-1]) + (f" {last} {topics[-1]}" if len(topics) > 1 else topics[0])
+
+
+def social_reply(module: Module, social: str) -> Answer:
+    """The short kind reply to chat alone that greets, thanks or takes leave: nothing asked, nothing refused."""
+    text = SOCIAL_REPLIES[social].format(title=module.title, covered=covered_topics(module, "or"))
+    return Answer(
+        text=text,
+        citations=[],
+        tool_calls=[],
+        out_of_scope=False,  # not a question the module lacks: no gap for the analyst
+        engine="extractive",
+        model=None,
+        prompt_version=None,
+        framing=(text,),  # the mentor's own words: no claim about the module to check
+    )
+
+
 def redirect(module: Module, *, injection: bool, pointers: tuple[Pointer, ...] = ()) -> Answer:
     """The polite answer to a question this module does not cover (or one that only gives instructions)."""
-    topics = module.topics or tuple(s.title for s in module.sections[1:])
-    covered = ", ".join(topics[:-1]) + (f" and {topics[-1]}" if len(topics) > 1 else topics[0])
+    covered = covered_topics(module)
     opening = REDIRECT_OPENINGS[0] if injection else REDIRECT_OPENINGS[1]
     text = f"{opening} *{module.title}* covers {covered}. Ask me about any of those."
     if pointers and not injection:

@@ -217,6 +217,7 @@ def build_index(
     Chunk ids are content hashes, so an id already in the index has the right vector; only its
     metadata (module version, position) can be out of date.
     """
+    started = time.perf_counter()
     collection = index.chunks
     existing = collection.get(include=["metadatas"])
     current = dict(zip(existing["ids"], existing["metadatas"] or [], strict=True))
@@ -229,6 +230,8 @@ def build_index(
     if moved:
         collection.update(ids=[c.id for c in moved], metadatas=[c.metadata for c in moved])
     if new:
+        count = f"{len(modules)} module{'s' if len(modules) != 1 else ''}"
+        log.info("indexing: embedding %d new chunks of %s…", len(new), count)
         vectors = embedder.embed_documents([c.embedding_text for c in new], progress=progress)
         for start in range(0, len(new), WRITE_BATCH):
             part = new[start : start + WRITE_BATCH]
@@ -248,7 +251,7 @@ def build_index(
         unchanged=len(wanted) - len(new) - len(moved),
         embedded=len(new),
     )
-    log.info("index %s: %s", collection.name, report)
+    log.info("index %s: %s in %.1f s", collection.name, report, time.perf_counter() - started)
     return report
 
 

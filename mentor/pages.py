@@ -52,7 +52,10 @@ def _anchor(heading: Token, inline: Token) -> None:
 
 
 def render_page(module: Module, modules: Sequence[Module]) -> str:
-    """The whole demo page: the module, the box beside it, and a module picker when there are several."""
+    """The whole demo page: the module, the box beside it, and a module picker when there are several.
+
+    The box is in "auto" mode: beside the module on a wide screen; on a phone (one column, demo.css) a launcher
+    button, so the ask field is one tap away on the first screen instead of below the whole module."""
     picker = _picker(module, modules) if len(modules) > 1 else ""
     return f"""<!doctype html>
 <html lang="en">
@@ -73,7 +76,7 @@ def render_page(module: Module, modules: Sequence[Module]) -> str:
 <main class="module" id="module">
 {render_module(module)}</main>
 <aside class="ask" id="ask" tabindex="-1" aria-label="Ask the mentor">
-<mentor-chat module="{escape(module.id)}" mode="inline"></mentor-chat>
+<mentor-chat module="{escape(module.id)}" mode="auto"></mentor-chat>
 </aside>
 </div>
 </body>

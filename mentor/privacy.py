@@ -1,10 +1,12 @@
 """Privacy: learner pseudonyms (a keyed HMAC of the host app's id) and removal of personal details.
 
-Personal details are removed before anything is written: e-mail addresses (any script), phone numbers (national,
-international, or a bare run of 10-12 digits), card-like digit runs, IBANs, IP addresses, URLs with credentials,
-and names given as "my name is ..." (or "меня зовут", "je m'appelle", "我叫", ...). The answer itself is computed
-from the original text in memory. Numbers learners use about the module ("7B", "stage 3", "65504", "5.88e23",
-"7,000,000,000", "70000000000", "6738415616 parameters", "2^16") are left alone.
+Personal details are removed before anything is written, searched or sent to an LLM: e-mail addresses (any script,
+and written out as "jane at example dot com", "jane [at] example [dot] com", "jane(at)example.com"), phone numbers
+(national, international, or a bare run of 10-12 digits), card-like digit runs, IBANs, IP addresses, URLs with
+credentials, names given as "my name is ..." (or "меня зовут", "je m'appelle", "我叫", ...), and names introduced
+as "I'm Janeth Doerfler, ...". Text is matched in its NFKC form (a fullwidth "＠" is an "@"), and replaced where it
+was written. Numbers learners use about the module ("7B", "stage 3", "65504", "5.88e23", "7,000,000,000",
+"70000000000", "6738415616 parameters", "2^16") are left alone.
 
 A detail found in the learner's words is also removed wherever it reappears in what was derived from them
 (`Scrubber`): a card number the calculator took as a parameter count, or a name the answer echoes.
@@ -12,14 +14,20 @@ A detail found in the learner's words is also removed wherever it reappears in w
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
 import re
 import secrets
+import unicodedata
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+from wordfreq import zipf_frequency
 
 ANONYMOUS = "anonymous"
 
@@ -66,6 +74,12 @@ QUANTITY_BEFORE = re.compile(r"(?:[×*/÷^]|[\d)]\s*=)\s*$")
 DIGITS_START = r"(?<![\w.+])(?<!\d,)"
 DIGITS_END = r"(?!\w)(?![.,]\d)(?!:\d)"
 
+# "at" and "dot" written out: bracketed ("[at]", "(dot)"), or as words between spaces; "@" and "." themselves too.
+AT = r"(?:\s*[\[({<]\s*at\s*[\])}>]\s*|\s+at\s+|\s*@\s*)"
+DOT = r"(?:\s*[\[({<]\s*dot\s*[\])}>]\s*|\s+dot\s+|\.)"
+TLD = r"(?:[^\W\d_]{2}|com|org|net|edu|gov|info|biz|io|ai|dev|app|me|co|mil|int)"
+WRITTEN_OUT = re.compile(r"[\[({<]\s*(?:at|dot)\s*[\])}>]|\sdot\s|\s@|@\s", re.I)
+
 PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     # scheme://user:password@host — before e-mail, which would otherwise eat "password@host". The scheme is
     # bounded (the longest in use, "postgresql+psycopg", has 18 characters): unbounded, "a.a.a.…" costs time
@@ -78,6 +92,19 @@ PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "email",
         re.compile(r"(?<![\w.!#$%&'*+/=?^`{|}~-])[\w.!#$%&'*+/=?^`{|}~-]+@[\w-]+(?:\.[\w-]+)*\.[^\W\d_][\w-]+\b"),
+    ),
+    # An address written out so a scraper misses it: "jane_x at example dot com", "jane [at] example [dot] com",
+    # "jane(at)example.com", "jane@example dot com". Kept only when written out (`WRITTEN_OUT`): a plain " at "
+    # needs a written-out dot too ("look at train.py" is no address), and the address must end in a top-level domain
+    # (two letters, or a common generic one: "the dot product" is no address). Repetitions are bounded and words
+    # never given back (possessive), so a hostile "a dot a dot ..." costs time linear in its length, and an ordinary
+    # answer 0.07 ms a kilobyte (0.36 ms when words could be given back letter by letter).
+    (
+        "email_written_out",
+        re.compile(
+            rf"(?<![\w.+-])[\w+-]++(?:{DOT}[\w+-]++){{0,3}}{AT}[\w-]++(?:{DOT}[\w-]++){{0,4}}{DOT}{TLD}(?![\w-])",
+            re.I,
+        ),
     ),
     # country code, two check digits, 11-30 letters or digits (groups of four may be spaced); kept only if the
     # ISO 7064 mod-97 checksum holds, so "BF16 1024 2048 4096" stays. Before cards and phones, which would
@@ -124,6 +151,26 @@ NAME_UNSPACED = re.compile(
     r"([\u3400-\u4dbf\u4e00-\u9fff\u30a0-\u30ff\uac00-\ud7af]{1,6})"
 )
 
+# A name introduced without "my name is": "I'm Janeth Doerfler, and I wonder ...", "Hi, this is Janeth." Whether the
+# words after "I'm" are a name is a decision about meaning, and a regex cannot make it ("I'm Confused", "I am Adam
+# optimizer user", "I'm ZeRO-curious", "this is Chinchilla scaling" are no names). So this pattern only finds the
+# formal shape, the cue and one to three capitalised words, and `_introduced` keeps it when the words look like a
+# name by three formal tests and one library's word frequencies:
+# - each word is written like a name: a capital then small letters, in pieces joined by "-" or an apostrophe
+#   ("Jean-Luc", "O'Brien"); not all capitals ("GPU"), no capital inside ("ZeRO", "DeepSpeed"), no digits, no
+#   possessive ("Kaplan's law" names a result, not the learner);
+# - one of them is rare in English (`RARE_NAME`): wordfreq's Zipf frequency under 3.5, the spelling module's line
+#   for an ordinary word ("Janeth" 1.4, "Doerfler" 1.0, "Álvarez" 2.1, "Sven" 3.2 are rare; "Confused" 4.5,
+#   "Adam" 4.6, "Stuck" 4.7, "New" 6.3 are not). The cost: a name that is also a common word is missed when it
+#   comes alone ("I'm Jane", 4.4), though not beside a rare one ("I'm Jane Doerfler");
+# - it ends the phrase: the text goes on with punctuation, the end, or an English stop word ("..., and", "from",
+#   "here"), not with a noun it qualifies ("Adam Optimizer user", "Chinchilla scaling").
+# The module's own capitalised terms are rare in English too ("Chinchilla" 2.6, "Megatron" 2.8): "This is Megatron,
+# right?" loses the word. It is rare in what learners write, and a name kept costs more than a term lost.
+INTRODUCED = re.compile(r"(?<![\w'’])(?i:i'm|i’m|i am|this is)[ \t]+([^\W\d_][\w'’-]*(?:[ \t]+[^\W\d_][\w'’-]*){0,2})")
+NAME_PIECE = re.compile(r"[-'’]")
+RARE_NAME = 3.5
+
 KINDS = ("email", "phone", "card", "iban", "ip", "url_credentials", "name")
 PLACEHOLDER = re.compile(r"\[(?:EMAIL|PHONE|CARD|IBAN|IP|URL_CREDENTIALS|NAME)\]")
 # Kinds whose value is a number in any grouping ("4111 1111 1111 1111" is 4111111111111111 in a tool argument
@@ -133,7 +180,12 @@ NUMERIC_KINDS = frozenset({"phone", "card", "iban"})
 
 def without_personal_details(text: str) -> str:
     """The text with personal details dropped, for deciding what a question is about."""
-    return " ".join(PLACEHOLDER.sub(" ", redact(text)[0]).split())
+    return without_placeholders(redact(text)[0])
+
+
+def without_placeholders(text: str) -> str:
+    """Redacted text with its placeholders dropped ("my name is [NAME], why bf16?" -> "my name is , why bf16?")."""
+    return " ".join(PLACEHOLDER.sub(" ", text).split())
 
 
 def redact(text: str) -> tuple[str, list[str]]:
@@ -146,15 +198,77 @@ def _redact(text: str) -> tuple[str, list[tuple[str, str]]]:
     """The redacted text and each (kind, original text) removed from it."""
     found: list[tuple[str, str]] = []
     for kind, pattern in PATTERNS:
-        text = pattern.sub(lambda m, kind=kind: _replace(kind, m, found), text)
+        text, _ = _substitute(pattern, text, lambda m, kind=kind: _replace(kind, m, found))
     for pattern in (NAME, NAME_UNSPACED):
-        text = pattern.sub(lambda m: _name(m, found), text)
+        text, _ = _substitute(pattern, text, lambda m: _name(m, found))
+    text, _ = _substitute(INTRODUCED, text, lambda m: _introduced(m, found))
     return text, found
+
+
+@functools.lru_cache(maxsize=8)  # each pattern in turn folds the same text, unless the one before replaced something
+def _folded(text: str) -> tuple[str, list[int], list[int]] | None:
+    """`text` in NFKC (None when it is already), and for each of its characters the span of `text` it came from.
+
+    Each character is normalised with the combining marks after it, so a span never splits what was one letter;
+    the text stored keeps its own forms ("10²³" stays, where NFKC would write "1023").
+    """
+    if unicodedata.is_normalized("NFKC", text):
+        return None
+    pieces: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    i = 0
+    while i < len(text):
+        j = i + 1
+        while j < len(text) and unicodedata.combining(text[j]):
+            j += 1
+        piece = unicodedata.normalize("NFKC", text[i:j])
+        pieces.append(piece)
+        starts += [i] * len(piece)
+        ends += [j] * len(piece)
+        i = j
+    return "".join(pieces), starts, ends
+
+
+def _substitute(pattern: re.Pattern[str], text: str, replace: Callable[[re.Match[str]], str]) -> tuple[str, int]:
+    """`pattern.subn(replace, text)` matched on the NFKC form of `text`, replacing what was written.
+
+    `replace` returning the match unchanged keeps the text as written.
+    """
+    folded = _folded(text)
+    if folded is None:
+        count = 0
+
+        def counted(match: re.Match[str]) -> str:
+            nonlocal count
+            new = replace(match)
+            count += new != match.group(0)
+            return new
+
+        return pattern.sub(counted, text), count
+    normal, starts, ends = folded
+    out: list[str] = []
+    done = count = 0
+    for match in pattern.finditer(normal):
+        new = replace(match)
+        if new == match.group(0) or match.end() == match.start():
+            continue
+        start, end = starts[match.start()], ends[match.end() - 1]
+        if start < done:
+            continue  # two matches in one written character: the first was replaced
+        out += [text[done:start], new]
+        done = end
+        count += 1
+    return "".join(out) + text[done:], count
 
 
 def _replace(kind: str, match: re.Match[str], found: list[tuple[str, str]]) -> str:
     value = match.group(0)
-    if kind == "ipv6":
+    if kind == "email_written_out":
+        if not WRITTEN_OUT.search(value):
+            return value  # a plain address is the other pattern's; "see notes at model.py" is none
+        kind = "email"
+    elif kind == "ipv6":
         if "::" not in value and value.count(":") < 5:
             return value  # "10:30:00" or a ratio "1:2:4", not an address
         kind = "ip"
@@ -181,6 +295,36 @@ def _quantity(kind: str, match: re.Match[str], digits: str) -> bool:
         return False  # 13 digits and more, not round: no exact count of this module is that long
     text = match.string
     return bool(QUANTITY_AFTER.match(text, match.end()) or QUANTITY_BEFORE.search(text, 0, match.start()))
+
+
+def _introduced(match: re.Match[str], found: list[tuple[str, str]]) -> str:
+    """The name after "I'm" / "I am" / "this is" replaced, when the words look like one (see `INTRODUCED`)."""
+    text = match.string
+    words: list[tuple[int, int]] = []
+    for word in re.finditer(r"\S+", match.group(1)):
+        if not _name_shaped(word.group(0)):
+            break
+        words.append((match.start(1) + word.start(), match.start(1) + word.end()))
+    rare = [i for i, (start, end) in enumerate(words) if zipf_frequency(text[start:end], "en") < RARE_NAME]
+    if not rare:
+        return match.group(0)
+    start, end = words[0][0], words[rare[-1]][1]
+    after = re.match(r"[ \t]*(\w*)", text[end:])
+    follower = after.group(1) if after else ""
+    if follower and follower.lower() not in ENGLISH_STOP_WORDS:
+        return match.group(0)  # "Adam Optimizer user": the words qualify a noun; no introduction
+    found.append(("name", text[start:end]))
+    return text[match.start() : start] + "[NAME]" + text[end : match.end()]
+
+
+def _name_shaped(word: str) -> bool:
+    """Whether a word is written as a name is: "Janeth", "Jean-Luc", "O'Brien", "Zoë"; not "GPU", "ZeRO",
+    "ZeRO-curious", "Kaplan's", "Llama2"."""
+    pieces = NAME_PIECE.split(word)
+    first = pieces[0]
+    if (len(first) < 2 and len(pieces) == 1) or not first[:1].isupper() or pieces[-1].lower() == "s":
+        return False
+    return all(p.isalpha() and p[1:] == p[1:].lower() for p in pieces)
 
 
 def _iban_checksum(value: str) -> bool:
@@ -226,7 +370,7 @@ class Scrubber:
             self._learn(kind, value)
             self.replaced.append(kind)
         for kind, pattern in self._known:
-            text, count = pattern.subn(f"[{kind.upper()}]", text)
+            text, count = _substitute(pattern, text, lambda _m, kind=kind: f"[{kind.upper()}]")
             self.replaced += [kind] * count
         return text
 
@@ -284,6 +428,10 @@ def _known_patterns(kind: str, value: str) -> list[re.Pattern[str]]:
         words = [w for w in value.split() if len(w) >= 2]
         variants = {value, *words, *(w[0].upper() + w[1:] for w in words)}
         return [re.compile(rf"(?<!\w){re.escape(v)}(?!\w)") for v in sorted(variants, key=len, reverse=True)]
+    if kind == "email" and WRITTEN_OUT.search(value):
+        # "jane_x at example dot com" may come back written plainly (an answer echoing it): that form goes too.
+        plain = re.sub(DOT, ".", re.sub(AT, "@", value, count=1, flags=re.I), flags=re.I)
+        return [re.compile(re.escape(v), re.I) for v in (value, plain)]
     return [re.compile(re.escape(value), re.I)]
 
 

@@ -1,6 +1,7 @@
 """Learner state in Redis, shared by every replica and worker process: conversations, who asked each recent
-question, erasures (tombstones) and the rate limit. Same Protocols as the in-memory classes of
-`mentor.conversations`; `connect_redis` builds the clients at the edge, nothing connects on import.
+question, erasures (tombstones) and the rate limits. Same Protocol as the in-memory store of
+`mentor.conversations`, and the same limiter as `mentor.throttle`'s with Redis storage; `connect_redis` builds the
+clients at the edge, nothing connects on import.
 
 Keys, under `prefix` (nothing personal in them beyond learners' pseudonyms and random ids; the values hold the
 turns' text, which is the conversation):
@@ -11,14 +12,14 @@ turns' text, which is the conversation):
     {prefix}:learner:{key}:questions       sorted set: id -> expiry (Redis ms)
     {prefix}:asker:{question_id}           the asker's pseudonym                 ttl_s
     {prefix}:erased:{key}                  epoch seconds of the latest erasure   TOMBSTONE_TTL_S
-    {prefix}:rate:LIMITER/...              the `limits` library's moving windows
+    {prefix}:rate:{limit}/{key}/...        the `limits` library's moving windows (mentor.throttle's limits)
 
 Whatever must not interleave with an erasure is one Lua script (Redis runs each alone), so an append never
 re-creates a conversation erased or expired meanwhile. The erasure script builds keys from the ids it reads: this
 needs one Redis (or a primary with replicas), not Redis Cluster.
 
 Redis down or hung costs a question at most one time-out (TIMEOUT_S), never an error: it is answered without
-memory (a fresh conversation, nothing saved, no asker known, no rate limit), with one warning per outage and one
+memory (a fresh conversation, nothing saved, no asker known, no rate limits), with one warning per outage and one
 line when Redis is back. Erasure is the exception: it raises NotReady rather than be incomplete, and
 `erased_since` raises NotReady rather than guess (the signal writer then keeps its records spooled).
 """
@@ -27,18 +28,16 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import redis
 import redis.asyncio
-from limits import RateLimitItemPerMinute
 from limits.aio.storage import RedisStorage
 from limits.aio.strategies import MovingWindowRateLimiter
 from redis.asyncio.retry import Retry as AsyncRetry
@@ -53,9 +52,9 @@ from mentor.conversations import (
     Conversation,
     check_conversation_id,
     conversation_not_found,
-    too_many_questions,
 )
 from mentor.errors import NotReady
+from mentor.throttle import Limit, RateLimiter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -397,31 +396,14 @@ class RedisConversationStore:
         return {key: float(value) for key, value in zip(keys, values, strict=True) if value is not None}
 
 
-class RedisRateLimiter:
-    """At most `per_minute` questions per key in any sliding 60-second window, counted in Redis across replicas
-    (the `limits` library's moving window). Keys should be pseudonyms: they are part of Redis keys. The library
-    stamps each hit with its replica's clock, so replicas' clocks should agree (NTP) to well within a second."""
-
-    def __init__(self, clients: RedisClients, *, prefix: str, per_minute: int) -> None:
-        # The limiter shares the clients' pool (and so their time-outs, database number and credentials).
-        storage = RedisStorage(
-            "async+redis://",
-            implementation="redispy",
-            key_prefix=f"{prefix}:rate",
-            connection_pool=clients.aio.connection_pool,
-        )
-        self._limiter = MovingWindowRateLimiter(storage)
-        self._item = RateLimitItemPerMinute(per_minute)
-        self._per_minute = per_minute
-        self._reach = clients.reachability
-
-    async def hit(self, key: str) -> None:
-        """Count one question for `key`, or raise RateLimited with the seconds to wait (let through while Redis is
-        away: an outage must not cost learners their answers)."""
-        reached, allowed = await self._reach.attempt(lambda: self._limiter.hit(self._item, key))
-        if not reached or allowed:
-            return
-        # The window frees a slot when its oldest hit is 60 s old: that is its reset time.
-        reached, stats = await self._reach.attempt(lambda: self._limiter.get_window_stats(self._item, key))
-        wait_s = stats.reset_time - time.time() if reached and stats is not None else 60
-        raise too_many_questions(self._per_minute, min(60, max(1, math.ceil(wait_s))))
+def redis_limiter(clients: RedisClients, *, prefix: str, limits: Mapping[str, Limit]) -> RateLimiter:
+    """The named limits counted in Redis across replicas (the `limits` library's moving windows), let through
+    while Redis is away."""
+    # The limiter shares the clients' pool (and so their time-outs, database number and credentials).
+    storage = RedisStorage(
+        "async+redis://",
+        implementation="redispy",
+        key_prefix=f"{prefix}:rate",
+        connection_pool=clients.aio.connection_pool,
+    )
+    return RateLimiter(MovingWindowRateLimiter(storage), limits, attempt=clients.reachability.attempt)

@@ -1,6 +1,6 @@
-"""The answer to a question, as events: the polite redirect when the module does not cover it, the LLM's answer
-checked against the passages (retried once, with what failed, when it is not grounded), or the extractive engine's
-(also the LLM's fallback). Both engines' answers stream the same way: text deltas, then the calculator calls.
+"""The answer to a question, as events: the polite redirect when the module does not cover it (a short kind reply
+when the message only greets, thanks or takes leave), the LLM's answer checked against the passages (retried once,
+with what failed, when it is not grounded), or the extractive engine's (also the LLM's fallback). Both engines' answers stream the same way: text deltas, then the calculator calls.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from mentor.corpus import Module, Pointer
 from mentor.engines.extractive import ExtractiveEngine, missing_names
 from mentor.engines.llm import LLMEngine
 from mentor.errors import UpstreamError
-from mentor.framing import PARTIAL_OPENING, pointed, redirect, with_pointers
+from mentor.framing import PARTIAL_OPENING, pointed, redirect, social_reply, with_pointers
 from mentor.grounding import Grounding
 from mentor.record import ABANDONED
 
@@ -53,7 +53,9 @@ class Responder:
                     yield event
             return
         answer = await asyncio.to_thread(self.extract, question, grounds) if grounds.answerable else None
-        if answer is None or answer.out_of_scope:  # the engine, too, may find the module lacks the question's subject
+        if answer is None and grounds.reading.social:  # "hi", "thanks!": a kind word back, not the redirect
+            answer = self.attributed(social_reply(module, grounds.reading.social))
+        elif answer is None or answer.out_of_scope:  # the engine, too, may find the module lacks the question's subject
             answer = self.redirect(module, injection=grounds.reading.instructed, pointers=question.pointers)
         else:
             answer = with_pointers(answer, question.pointers)
@@ -117,10 +119,13 @@ class Responder:
 
     def redirect(self, module: Module, *, injection: bool, pointers: tuple[Pointer, ...] = ()) -> Answer:
         """The polite redirect, attributed to the engine that would have answered."""
+        return self.attributed(redirect(module, injection=injection, pointers=pointers))
+
+    def attributed(self, answer: Answer) -> Answer:
+        """The mentor's own words (a redirect, a reply to chat), attributed to the engine that would have answered."""
         engine, model, version = (
             ("llm", self.llm.model_name, self.llm.prompt_version) if self.llm else ("extractive", None, None)
         )
-        answer = redirect(module, injection=injection, pointers=pointers)
         return replace(answer, engine=engine, model=model, prompt_version=version)
 
     def abandoned(self, grounds: Grounds | None, text: str, calls: list[ToolCall]) -> Answer:

@@ -22,7 +22,8 @@ from sqlalchemy import Engine
 from mentor.catalog import Catalog, make_catalog, read_catalog, sync_catalog
 from mentor.chat import ChatService
 from mentor.chat_model import ChatModel, OpenAIChatModel
-from mentor.conversations import ConversationStore, MemoryConversationStore, MemoryRateLimiter, RateLimiter
+from mentor.conversation_files import FileConversationStore
+from mentor.conversations import ConversationStore, MemoryConversationStore
 from mentor.corpus import Module
 from mentor.db import make_engine, ping
 from mentor.embeddings import Embedder, make_embedder
@@ -38,6 +39,7 @@ from mentor.retrieve import Retriever
 from mentor.settings import Settings
 from mentor.signals.schema import migrate, schema_behind
 from mentor.signals.writer import SignalWriter
+from mentor.throttle import RateLimiter, limits_of, memory_limiter
 
 log = logging.getLogger(__name__)
 # A load balancer's readiness probe gives up after a few seconds: answer within that, even when a dependency hangs.
@@ -61,7 +63,7 @@ class Readiness:
 
 @dataclass(frozen=True, slots=True)
 class LearnerState:
-    """Conversations and rate limits: in this process's memory, or in Redis where replicas share them."""
+    """Conversations and rate limits: in this process's memory, or in Redis where replicas and workers share them."""
 
     conversations: ConversationStore
     limiter: RateLimiter
@@ -81,7 +83,7 @@ class LearnerState:
     def build(cls, settings: Settings) -> LearnerState:
         """Redis when `redis_url` is set, otherwise this process's memory."""
         if settings.redis_url:
-            from mentor.redis_state import RedisConversationStore, RedisRateLimiter, connect_redis
+            from mentor.redis_state import RedisConversationStore, connect_redis, redis_limiter
 
             clients = connect_redis(settings.redis_url)
             return cls(
@@ -91,10 +93,23 @@ class LearnerState:
                     ttl_s=settings.conversation_ttl_s,
                     max_conversation_bytes=settings.max_conversation_kb * 1024,
                 ),
-                RedisRateLimiter(clients, prefix=settings.redis_prefix, per_minute=settings.rate_limit_per_minute),
+                redis_limiter(clients, prefix=settings.redis_prefix, limits=limits_of(settings)),
                 clients,
             )
         return cls.in_memory(settings)
+
+    @classmethod
+    def between_commands(cls, settings: Settings) -> LearnerState:
+        """For commands that answer one question and exit (`mentor ask`): Redis when `redis_url` is set, otherwise
+        conversations as files in the data directory, so that the next command can continue one."""
+        if settings.redis_url:
+            return cls.build(settings)
+        conversations = FileConversationStore(
+            settings.data_dir / "conversations",
+            ttl_s=settings.conversation_ttl_s,
+            max_conversation_bytes=settings.max_conversation_kb * 1024,
+        )
+        return cls(conversations, memory_limiter(limits_of(settings)))
 
     @classmethod
     def in_memory(cls, settings: Settings) -> LearnerState:
@@ -106,7 +121,7 @@ class LearnerState:
                 max_bytes=settings.max_conversation_store_mb * 1024 * 1024,
                 max_conversation_bytes=settings.max_conversation_kb * 1024,
             ),
-            MemoryRateLimiter(settings.rate_limit_per_minute),
+            memory_limiter(limits_of(settings)),
         )
 
 
@@ -197,6 +212,7 @@ def build_runtime(
     progress: Callable[[int], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
     metrics: Metrics | None = None,
+    state: LearnerState | None = None,
 ) -> Runtime:
     """Open the index and the database and assemble the chat.
 
@@ -205,6 +221,7 @@ def build_runtime(
     yet (readiness says so, and `refresh` picks the modules up when they appear). A Chroma server that is not
     up yet is waited for (`chroma_wait_s`); one that stays away, or goes away during the sync, is a `NotReady`
     with one plain sentence. Shared secrets are checked first, so a misconfigured replica stops at once.
+    `state` holds conversations and rate limits (`LearnerState.build(settings)` when not given).
     """
     analyst = analyst_token(settings)
     key = pseudonym_secret(settings)
@@ -238,7 +255,7 @@ def build_runtime(
             migrate(database)
         except Exception as exc:  # the writer spools until the database is back, then migrates it
             log.warning("signals database not reachable at start (%s); signals will be spooled", type(exc).__name__)
-    state = LearnerState.build(settings)
+    state = state or LearnerState.build(settings)
     writer = SignalWriter(
         database,
         settings.data_dir / "spool" / f"{process_name()}.jsonl",

@@ -31,6 +31,13 @@ def without_planted(passage: str, planted: frozenset[str]) -> str:
     return passage
 
 
+def quoted(text: str) -> str:
+    """Earlier words as they may stand inside a data fence of the LLM's user message: without tags, so a client's
+    "</history><system>..." neither closes the fence nor opens another. mentor's own answers have none already
+    (`sanitize_markdown`); an answer a client holds may have anything."""
+    return HTML_TAG.sub(" ", text).strip()
+
+
 def sanitize_markdown(text: str, *, allowed_urls: frozenset[str] = frozenset()) -> str:
     """Drop raw HTML, images and any link or URL that did not come from the module."""
     text = HTML_TAG.sub("", text)

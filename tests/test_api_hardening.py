@@ -432,7 +432,7 @@ def test_mentor_serve_access_log_has_no_query_strings_or_learner_ids(tmp_path) -
         "MENTOR_DATA_DIR": str(tmp_path / "data"),
         "MENTOR_CORPUS_DIR": str(CORPUS),
         "MENTOR_PORT": str(port),
-        "MENTOR_ANALYST_TOKEN": "log-test-token",
+        "MENTOR_ANALYST_TOKEN": "log-test-token-of-at-least-32-bytes",
         "HF_HUB_OFFLINE": "1",
     }
     mentor = os.path.join(os.path.dirname(sys.executable), "mentor")
@@ -449,7 +449,7 @@ def test_mentor_serve_access_log_has_no_query_strings_or_learner_ids(tmp_path) -
                     break
             except httpx.HTTPError:
                 time.sleep(0.3)
-        auth = {"Authorization": "Bearer log-test-token"}
+        auth = {"Authorization": "Bearer log-test-token-of-at-least-32-bytes"}
         assert httpx.get(f"{url}/v1/search", params={"q": "mail me at leak.search@example.net"}).status_code == 200
         assert httpx.delete(f"{url}/v1/learners/erase.me@example.com", headers=auth).status_code == 204
         feedback = f"{url}/v1/questions/{'a' * 32}/feedback"

@@ -17,19 +17,32 @@ from mentor.api import create_app
 from mentor.auth import learner_from_token, mint_learner_token
 from mentor.cli import app as cli_app
 from mentor.errors import InvalidInput, Unauthorized
+from mentor.settings import Settings
 
 from .chat_helpers import serve
 from .conftest import MODULE_ID
 
 SECRET = "learner-token-secret-for-tests-0123456789"  # 32+ bytes: PyJWT warns about shorter HMAC keys
-SERVER_KEY = "server-key-for-tests"
+SERVER_KEY = "server-key-for-tests-of-at-least-32-bytes"
 AUDIENCE = "mentor"
 ORIGIN = "https://learn.example.org"
 QUESTION = "Why keep an fp32 master copy of the weights?"
+DAY_S = 86_400
+MAX_AGE_S = Settings.model_fields["learner_token_max_age_s"].default  # MENTOR_LEARNER_TOKEN_MAX_AGE_S: a day
+TEN_YEARS_S = 10 * 365 * DAY_S
 
 
 def token_for(learner_id: str, *, ttl_s: int = 600, secret: str = SECRET, audience: str = AUDIENCE) -> str:
-    return mint_learner_token(learner_id, secret=secret, audience=audience, ttl_s=ttl_s)
+    return mint_learner_token(learner_id, secret=secret, audience=audience, ttl_s=ttl_s, max_age_s=MAX_AGE_S)
+
+
+def signed(**claims) -> str:
+    """A token with exactly these claims (on top of sub and aud), as a platform other than mentor might sign it."""
+    return jwt.encode({"sub": "alice", "aud": AUDIENCE} | claims, SECRET, algorithm="HS256")
+
+
+def accepted(token: str) -> str:
+    return learner_from_token(token, secret=SECRET, audience=AUDIENCE, max_age_s=MAX_AGE_S)
 
 
 def bearer(learner_id: str, **kwargs) -> dict[str, str]:
@@ -38,7 +51,12 @@ def bearer(learner_id: str, **kwargs) -> dict[str, str]:
 
 def refused(token: str, **kwargs) -> str:
     with pytest.raises(Unauthorized) as caught:
-        learner_from_token(token, secret=kwargs.get("secret", SECRET), audience=kwargs.get("audience", AUDIENCE))
+        learner_from_token(
+            token,
+            secret=kwargs.get("secret", SECRET),
+            audience=kwargs.get("audience", AUDIENCE),
+            max_age_s=MAX_AGE_S,
+        )
     assert token not in caught.value.message  # a token is a credential: never echoed
     return caught.value.message
 
@@ -48,13 +66,13 @@ def refused(token: str, **kwargs) -> str:
 
 def test_a_minted_token_names_its_learner() -> None:
     token = token_for("alice@platform")
-    assert learner_from_token(token, secret=SECRET, audience=AUDIENCE) == "alice@platform"
+    assert accepted(token) == "alice@platform"
     claims = jwt.decode(token, SECRET, algorithms=["HS256"], audience=AUDIENCE)
     assert claims["exp"] - claims["iat"] == 600
 
 
 def test_expired_tokens_are_refused_after_the_leeway_only() -> None:
-    assert learner_from_token(token_for("alice", ttl_s=-5), secret=SECRET, audience=AUDIENCE) == "alice"
+    assert accepted(token_for("alice", ttl_s=-5)) == "alice"
     assert "expired" in refused(token_for("alice", ttl_s=-120))
 
 
@@ -68,13 +86,15 @@ def test_a_token_signed_with_another_secret_is_refused() -> None:
 
 def test_a_tampered_token_is_refused() -> None:
     header, _, signature = token_for("alice").split(".")
-    forged = jwt.encode({"sub": "victim", "aud": AUDIENCE, "exp": int(time.time()) + 600}, "x" * 32).split(".")[1]
+    now = int(time.time())
+    forged = jwt.encode({"sub": "victim", "aud": AUDIENCE, "iat": now, "exp": now + 600}, "x" * 32).split(".")[1]
     assert "signature" in refused(f"{header}.{forged}.{signature}")
 
 
-@pytest.mark.parametrize("missing", ["sub", "exp", "aud"])
+@pytest.mark.parametrize("missing", ["sub", "exp", "iat", "aud"])
 def test_a_token_without_a_required_claim_is_refused(missing: str) -> None:
-    claims = {"sub": "alice", "aud": AUDIENCE, "exp": int(time.time()) + 600}
+    now = int(time.time())
+    claims = {"sub": "alice", "aud": AUDIENCE, "iat": now, "exp": now + 600}
     del claims[missing]
     assert f"no '{missing}' claim" in refused(jwt.encode(claims, SECRET, algorithm="HS256"))
 
@@ -85,9 +105,11 @@ def test_a_token_without_a_required_claim_is_refused(missing: str) -> None:
         "not-a-token",
         "a.b.c",
         # alg "none": unsigned, must never be accepted whatever the token claims
-        jwt.encode({"sub": "alice", "aud": AUDIENCE, "exp": 4102444800}, None, algorithm="none"),
+        jwt.encode(
+            {"sub": "alice", "aud": AUDIENCE, "iat": int(time.time()), "exp": 4102444800}, None, algorithm="none"
+        ),
         # a sub that is not a string
-        jwt.encode({"sub": 42, "aud": AUDIENCE, "exp": 4102444800}, SECRET, algorithm="HS256"),
+        jwt.encode({"sub": 42, "aud": AUDIENCE, "iat": int(time.time()), "exp": 4102444800}, SECRET, algorithm="HS256"),
     ],
 )
 def test_malformed_tokens_are_refused(token: str) -> None:
@@ -95,10 +117,31 @@ def test_malformed_tokens_are_refused(token: str) -> None:
 
 
 def test_a_sub_outside_the_learner_id_bounds_is_refused_and_not_minted() -> None:
-    empty = jwt.encode({"sub": "", "aud": AUDIENCE, "exp": 4102444800}, SECRET, algorithm="HS256")
+    empty = signed(sub="", iat=int(time.time()), exp=int(time.time()) + 600)
     assert "sub must be 1-200 characters" in refused(empty)
     with pytest.raises(InvalidInput):
         token_for("x" * 201)
+
+
+def test_a_token_must_say_when_it_was_issued_and_live_at_most_the_max_age() -> None:
+    now = int(time.time())
+    assert accepted(signed(iat=now, exp=now + DAY_S)) == "alice"
+    assert "no 'iat' claim" in refused(signed(exp=now + 600))
+    assert "lives longer than this service accepts" in refused(signed(iat=now, exp=now + TEN_YEARS_S))
+    assert "lives longer" in refused(signed(iat=now - DAY_S, exp=now + 600))  # issued long ago, still unexpired
+    # Within the leeway of exp, but issued more than the max age (and its leeway) ago.
+    assert "expired" in refused(signed(iat=now - MAX_AGE_S - 40, exp=now - 20))
+    assert "not valid yet" in refused(signed(iat=now + 3600, exp=now + 7200))  # issued in the future
+
+
+def test_no_token_outliving_the_max_age_is_minted() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        token_for("alice", ttl_s=MAX_AGE_S + 1)
+    assert "at most 86400 s" in caught.value.message
+    assert accepted(token_for("alice", ttl_s=MAX_AGE_S)) == "alice"
+    # A server configured with a shorter max age refuses what another minted for longer.
+    with pytest.raises(Unauthorized, match="lives longer"):
+        learner_from_token(token_for("alice", ttl_s=600), secret=SECRET, audience=AUDIENCE, max_age_s=300)
 
 
 # --- learner routes with learner tokens required -----------------------------------------------------------------
@@ -182,6 +225,19 @@ def test_a_bad_token_is_a_401_that_says_why_without_echoing_it(secured) -> None:
     assert ask(secured, headers={"Authorization": f"Bearer {forged}"}).status_code == 401
 
 
+def test_only_tokens_with_an_iat_and_at_most_a_days_life_are_taken(secured) -> None:
+    now = int(time.time())
+    ten_years = signed(sub="decade-dan", iat=now, exp=now + TEN_YEARS_S)
+    response = ask(secured, headers={"Authorization": f"Bearer {ten_years}"})
+    assert response.status_code == 401, response.text
+    assert "lives longer than this service accepts" in response.json()["message"] and ten_years not in response.text
+    no_iat = signed(sub="decade-dan", exp=now + 600)
+    response = ask(secured, headers={"Authorization": f"Bearer {no_iat}"})
+    assert response.status_code == 401 and "no 'iat' claim" in response.json()["message"]
+    a_day = signed(sub="decade-dan", iat=now, exp=now + DAY_S)
+    assert ask(secured, headers={"Authorization": f"Bearer {a_day}"}).status_code == 200
+
+
 def test_the_analyst_token_and_learner_tokens_open_only_their_own_routes(secured, runtime) -> None:
     # A learner token is not an analyst token...
     assert secured.get("/v1/signals/summary", headers=bearer("alice")).status_code == 401
@@ -248,7 +304,7 @@ def test_mentor_token_mints_what_the_server_accepts(monkeypatch, tmp_path) -> No
     result = CliRunner().invoke(cli_app, ["token", "cli-carla", "--ttl", "2h"])
     assert result.exit_code == 0, result.output
     token = result.stdout.strip()
-    assert learner_from_token(token, secret=SECRET, audience=AUDIENCE) == "cli-carla"
+    assert accepted(token) == "cli-carla"
     claims = jwt.decode(token, SECRET, algorithms=["HS256"], audience=AUDIENCE)
     assert claims["exp"] - claims["iat"] == 7200
     default = CliRunner().invoke(cli_app, ["token", "cli-carla"])
@@ -267,6 +323,13 @@ def test_mentor_token_explains_a_missing_secret_or_a_bad_ttl(monkeypatch, tmp_pa
     monkeypatch.setenv("MENTOR_LEARNER_TOKEN_SECRET", SECRET)
     bad = CliRunner().invoke(cli_app, ["token", "cli-carla", "--ttl", "soon"])
     assert bad.exit_code == 2 and bad.output.startswith("error: --ttl:")
+    too_long = CliRunner().invoke(cli_app, ["token", "cli-carla", "--ttl", "2d"])
+    assert too_long.exit_code == 2
+    assert too_long.output.strip().splitlines() == [
+        "error: a learner token may live at most 86400 s (MENTOR_LEARNER_TOKEN_MAX_AGE_S)"
+    ]
+    monkeypatch.setenv("MENTOR_LEARNER_TOKEN_MAX_AGE", "172800")
+    assert CliRunner().invoke(cli_app, ["token", "cli-carla", "--ttl", "2d"]).exit_code == 0
 
 
 # --- CORS --------------------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from mentor.signals.tables import (
 from .conftest import MODULE_ID, make_settings
 
 PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-TOKEN = "dashboard-analyst-token"
+TOKEN = "dashboard-analyst-token-of-at-least-32-bytes"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 MONDAY = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 ZERO, PRECISION, SCALING = "ref-parallelism-zero", "ref-mixed-precision", "ref-scaling-laws"
@@ -356,6 +356,18 @@ def test_the_summary_route_lists_the_module_sections_in_reading_order(analyst, r
     assert s["questions"] == 17  # the other module's question is filtered out
     everything = client.get("/v1/signals/summary", headers=AUTH).json()
     assert everything["learners"] == 18 and "elsewhere" in [r["section_id"] for r in everything["heatmap"]["rows"]]
+
+
+def test_the_summary_names_the_setting_that_hides_small_groups(analyst, monkeypatch) -> None:
+    """What would show the hidden groups: the dashboard quotes the setting, so it must be the one that sets them."""
+    from mentor.settings import Settings
+
+    client, _ = analyst
+    s = client.get("/v1/signals/summary", headers=AUTH).json()
+    assert s["min_cohort"] == 5 and s["suppressed_groups"] > 0
+    assert s["min_cohort_setting"] == "MENTOR_MIN_COHORT"
+    monkeypatch.setenv(s["min_cohort_setting"], "2")
+    assert Settings().min_cohort == 2
 
 
 def test_filters_by_module_and_utc_dates(analyst) -> None:

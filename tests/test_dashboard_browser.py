@@ -33,7 +33,7 @@ expect = playwright_api.expect
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE = "P10.llm-systems-frontier.02"
-TOKEN = "dashboard-browser-token"
+TOKEN = "dashboard-browser-token-of-at-least-32-bytes"
 LEARNERS = [f"dash-learner-{i}" for i in range(6)]
 LEAVER = "dash-leaver"
 ZERO = ["What does ZeRO stage 2 shard?", "what does ZeRO stage 2 shard", "Which state does ZeRO stage 2 shard?"]

@@ -149,10 +149,10 @@ def test_redis_keeps_erasure_tombstones_across_a_restart_and_evicts_conversation
     assert any(str(v).endswith(":/data") for v in redis["volumes"])
 
 
-def test_readme_documents_every_setting_and_both_commands() -> None:
+def test_readme_gives_both_commands_and_ci_runs_make_test() -> None:
+    # Every setting is documented on the configuration page, written from Settings when the docs site is built:
+    # tests/test_docs_site.py builds it and checks each MENTOR_* variable is there.
     readme = (ROOT / "README.md").read_text()
-    missing = [name for name in Settings.model_fields if f"`MENTOR_{name.upper()}`" not in readme]
-    assert not missing, f"settings missing from the README table: {missing}"
     assert "make serve" in readme and "make test" in readme
     assert "make test" in (ROOT / ".ci/run").read_text()
 

@@ -27,7 +27,7 @@ from mentor.evaluate import EXPORT_FORMATS, Case, CaseResult, Expect, export_rec
 from mentor.framing import REDIRECT_OPENINGS
 
 from .chat_helpers import serve
-from .conftest import MODULE_ID, ROOT, make_settings
+from .conftest import MODULE_ID, ROOT, UNLIMITED, make_settings
 
 ENV_SCRIPT = ROOT / "eval/interop/env.py"
 CHECK_SCRIPT = ROOT / "eval/interop/check.py"
@@ -133,7 +133,7 @@ def live(tmp_path_factory, embedder) -> Iterator[tuple[str, Any]]:
     """A mentor of its own (its own index and signals database) served by uvicorn on a free port."""
     from mentor.runtime import build_runtime
 
-    settings = make_settings(tmp_path_factory.mktemp("interop"), rate_limit_per_minute=10_000)
+    settings = make_settings(tmp_path_factory.mktemp("interop"), **UNLIMITED)
     runtime = build_runtime(settings, embedder=embedder)
     with serve(create_app(settings, runtime=runtime)) as url:
         yield url, runtime

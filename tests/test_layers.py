@@ -1,5 +1,5 @@
-"""The shape STYLE.md asks for, checked: data flows one way (the README's layer table, executable), the question is
-read in one place, and the question path stays readable."""
+"""The shape STYLE.md asks for, checked: data flows one way (the layer table of docs/architecture.md, executable),
+the question is read in one place, and the question path stays readable."""
 
 from __future__ import annotations
 

@@ -32,7 +32,10 @@ def mentor_serve(tmp_path: Path, **env: str) -> Iterator[str]:
     """`mentor serve` in a subprocess, its stdout and stderr kept apart in tmp_path; yields its URL."""
     port = free_port()
     environment = clean_env(
-        MENTOR_DATA_DIR=str(tmp_path / "data"), MENTOR_PORT=str(port), MENTOR_ANALYST_TOKEN="log-token", **env
+        MENTOR_DATA_DIR=str(tmp_path / "data"),
+        MENTOR_PORT=str(port),
+        MENTOR_ANALYST_TOKEN="log-test-token-of-at-least-32-bytes",
+        **env,
     )
     with open(tmp_path / "stdout.log", "wb") as stdout, open(tmp_path / "stderr.log", "wb") as stderr:
         server = subprocess.Popen([MENTOR, "serve"], env=environment, cwd=ROOT, stdout=stdout, stderr=stderr)

@@ -130,7 +130,8 @@ def test_llm_turns_errors_and_fallbacks_are_counted(tmp_path, runtime) -> None:
 
 
 def test_metrics_can_require_a_token_or_be_turned_off(tmp_path, runtime) -> None:
-    guarded = make_settings(tmp_path, metrics_token="scrape-secret")
+    secret = "scrape-secret-of-at-least-32-bytes"
+    guarded = make_settings(tmp_path, metrics_token=secret)
     with serve(create_app(guarded, runtime=runtime)) as url:
         refused = httpx.get(f"{url}/metrics")
         assert refused.status_code == 401 and refused.json()["error"] == "unauthorized"
@@ -138,10 +139,10 @@ def test_metrics_can_require_a_token_or_be_turned_off(tmp_path, runtime) -> None
         assert (
             httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {runtime.analyst_token}"}).status_code == 401
         )
-        assert "mentor_http_requests_total" in str(scrape(url, Authorization="Bearer scrape-secret"))
+        assert "mentor_http_requests_total" in str(scrape(url, Authorization=f"Bearer {secret}"))
         openmetrics = httpx.get(
             f"{url}/metrics",
-            headers={"Authorization": "Bearer scrape-secret", "Accept": "application/openmetrics-text; version=1.0.0"},
+            headers={"Authorization": f"Bearer {secret}", "Accept": "application/openmetrics-text; version=1.0.0"},
         )
         assert openmetrics.headers["content-type"].startswith("application/openmetrics-text")
         assert openmetrics.text.rstrip().endswith("# EOF")
@@ -160,7 +161,7 @@ def test_two_workers_report_the_same_totals_and_a_dead_workers_gauges_go(tmp_pat
         MENTOR_REDIS_URL="redis://127.0.0.1:6379/10",
         MENTOR_REDIS_PREFIX=f"metrics-{uuid.uuid4().hex[:8]}",
         MENTOR_PSEUDONYM_KEY="metrics-test-key",
-        MENTOR_ANALYST_TOKEN="metrics-test-token",
+        MENTOR_ANALYST_TOKEN="metrics-test-token-of-at-least-32-bytes",
     )
     log = tmp_path / "serve.log"
     server = spawn([MENTOR, "serve", "--workers", "2"], env=env, log_path=log)

@@ -58,7 +58,7 @@ def test_the_demo_page_renders_the_module_with_an_anchor_for_every_section(clien
         assert f'id="{section.id}">{section.title}</h' in response.text.replace("&amp;", "&")
     assert "{#" not in response.text  # the ids moved into attributes; the titles read as written
     (box,) = page.all("mentor-chat")
-    assert box == {"module": MODULE_ID, "mode": "inline"}
+    assert box == {"module": MODULE_ID, "mode": "auto"}  # a launcher on a phone, inline beside the module otherwise
     assert not page.all("select")  # one module: no picker
 
 
@@ -102,7 +102,7 @@ def test_the_module_picker_lists_every_module_and_marks_the_shown_one() -> None:
     assert ["selected" in o for o in options] == [False, True]
     html = render_page(second, [first, second])
     assert "First &lt;module&gt; (T.first.01)" in html
-    assert page.all("mentor-chat") == [{"module": "T.second.01", "mode": "inline"}]
+    assert page.all("mentor-chat") == [{"module": "T.second.01", "mode": "auto"}]
     assert "picker" not in render_page(first, [first])
 
 

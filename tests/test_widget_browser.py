@@ -71,7 +71,7 @@ class QuietHandler(SimpleHTTPRequestHandler):
 
 
 def embedding_page(api: str) -> str:
-    """A host page of another site: the two lines of the README, in launcher mode."""
+    """A host page of another site: the two lines of docs/box-and-embedding.md, in launcher mode."""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Another site</title></head>
 <body><main><h1>Another site</h1><h2 id="concept">Concept</h2><p>Some course text.</p></main>

@@ -40,7 +40,7 @@ def test_two_workers_share_conversations_and_the_rate_limit(tmp_path) -> None:
         MENTOR_REDIS_URL="redis://127.0.0.1:6379/10",
         MENTOR_REDIS_PREFIX=prefix,
         MENTOR_PSEUDONYM_KEY="workers-test-key",
-        MENTOR_ANALYST_TOKEN="workers-test-token",
+        MENTOR_ANALYST_TOKEN="workers-test-token-of-at-least-32-bytes",
         MENTOR_RATE_LIMIT_PER_MINUTE="12",
     )
     log = tmp_path / "serve.log"

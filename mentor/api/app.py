@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -26,6 +30,7 @@ from mentor.api import (
     routes_tools,
 )
 from mentor.api.docs import install_docs
+from mentor.lti.router import router as lti_router
 from mentor.api.middleware import (
     HTTPMetrics,
     RequestContext,
@@ -53,6 +58,34 @@ GIL_SWITCH_INTERVAL_S = 0.001
 def tune_serving_process() -> None:
     """Set what a process that serves requests needs of the interpreter (`mentor serve`, each worker)."""
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+
+
+def ready_message(host: str, port: int) -> str:
+    """The line `mentor serve` logs once it listens: where to point a browser."""
+    shown = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "[::1]"}.get(host, f"[{host}]" if ":" in host else host)
+    base = f"http://{shown}:{port}"
+    return f"mentor ready at {base} — the box at /, the dashboard at /dashboard, the API at /docs"
+
+
+def run_server(app: FastAPI, **options: Any) -> None:
+    """Serve `app` as `uvicorn.run` would (`options` are uvicorn's), and log `ready_message` once the port is open.
+
+    The lifespan's own line comes before uvicorn binds the port, and a port already taken fails after it: the
+    address is announced only when a browser can reach it. Exits 3 (uvicorn's start-up failure) if it never was.
+    """
+    import uvicorn
+
+    class Announcing(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and not self.should_exit:
+                log.info(ready_message(self.config.host, self.config.port))
+
+    server = Announcing(uvicorn.Config(app, **options))
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:
+        sys.exit(3)
 
 
 def create_app_from_environment() -> FastAPI:
@@ -91,12 +124,19 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
         # The writer first: its schema check then runs while the stages warm, not inside a learner's request.
         writer = built.writer.start()
         # Load the embedding model and run every stage once now, not on the first learner's question.
+        log.info("warming up: running every answer stage once…")
+        started = time.perf_counter()
         await asyncio.to_thread(built.embedder.embed_query, "warm up")
         try:
             await asyncio.to_thread(built.chat.warm)
         except Exception:  # a slower first answer is better than no service
             log.exception("warming the answer stages failed; the first questions will be slower")
-        log.info("mentor ready: %s (%s)", built.catalog.describe(), built.ingest_report or "as published in the index")
+        log.info(
+            "mentor ready: %s (%s), warmed up in %.1f s",
+            built.catalog.describe(),
+            built.ingest_report or "as published in the index",
+            time.perf_counter() - started,
+        )
         # A shared index is watched: a module another process ingested is served within one interval.
         watching = bool(settings.chroma_url) and settings.reload_interval_s > 0
         watcher = asyncio.create_task(watch_index(built, settings.reload_interval_s)) if watching else None
@@ -123,6 +163,7 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     app.include_router(routes_analyst.router)
     app.include_router(routes_pages.router)
     app.include_router(routes_dashboard.router)
+    app.include_router(lti_router)  # /lti/*: mentor as an LTI 1.3 tool (mentor/lti)
     install_docs(app)
     _install_error_handlers(app)
     # add_middleware wraps what is there: the last added runs first (see mentor/api/middleware.py). CORS sits

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -17,6 +17,7 @@ from mentor.auth import learner_from_token
 from mentor.errors import Unauthorized
 from mentor.runtime import Runtime
 from mentor.settings import Settings
+from mentor.throttle import BAD_TOKEN
 
 SERVER_KEY_HEADER = "X-Mentor-Server-Key"
 
@@ -57,6 +58,12 @@ class Learner:
 
     token_learner: str | None  # the `sub` of a valid learner token
     may_name_learner: bool  # a raw learner_id is believed: tokens are not required, or the server key was sent
+    server_vouched: bool = False  # the server key was sent and matched: the platform's server names the learner
+
+    @property
+    def authenticated(self) -> bool:
+        """The learner is proven (a learner token, or the server key), not a name the caller picked."""
+        return self.token_learner is not None or self.server_vouched
 
     def resolve(self, claimed: str | None) -> str | None:
         """The learner to ask or rate as (None: anonymous); Unauthorized when the body claims someone unproven."""
@@ -96,14 +103,53 @@ async def get_learner(
     token_learner = None
     if credentials is not None:
         token_learner = learner_from_token(
-            credentials.credentials.strip(), secret=secret.get_secret_value(), audience=settings.learner_token_audience
+            credentials.credentials.strip(),
+            secret=secret.get_secret_value(),
+            audience=settings.learner_token_audience,
+            max_age_s=settings.learner_token_max_age_s,
         )
     if server_key is None:
         return Learner(token_learner=token_learner, may_name_learner=False)
     expected = settings.server_key.get_secret_value() if settings.server_key is not None else ""
     if not expected or not hmac.compare_digest(server_key.encode(), expected.encode()):
         raise Unauthorized(f"{SERVER_KEY_HEADER} does not match this server's key")
-    return Learner(token_learner=token_learner, may_name_learner=True)
+    return Learner(token_learner=token_learner, may_name_learner=True, server_vouched=True)
 
 
 LearnerDep = Annotated[Learner, Depends(get_learner)]
+
+
+def client_address(request: Request) -> str:
+    """The caller's address: uvicorn takes it from X-Forwarded-For when the peer is a trusted proxy
+    (FORWARDED_ALLOW_IPS), so behind one it is the learner's, not the proxy's."""
+    return request.client.host if request.client else "unknown"
+
+
+async def get_client_key(request: Request, runtime: RuntimeDep) -> str:
+    """The caller's address as the limits per address count it (a pseudonym)."""
+    return runtime.chat.client_key(client_address(request))
+
+
+ClientKeyDep = Annotated[str, Depends(get_client_key)]
+
+
+def per_client(limit: str) -> Any:
+    """A dependency counting each request against the named limit (mentor.throttle) of its address: 429 beyond."""
+
+    async def throttle(runtime: RuntimeDep, client_key: ClientKeyDep) -> None:
+        await runtime.state.limiter.hit(limit, client_key)
+
+    return Depends(throttle)
+
+
+async def require_token(presented: str, expected: str, *, runtime: Runtime, client_key: str, refusal: str) -> None:
+    """Pass a request that presents `expected`; otherwise Unauthorized with `refusal`, a wrong token (not a missing
+    one) counted against the address's wrong-token limit. An address over that limit gets 429 before its token is
+    compared, so guessing stops and the 429 says nothing of whether the guess was right."""
+    limiter = runtime.state.limiter
+    await limiter.check(BAD_TOKEN, client_key)
+    if presented and hmac.compare_digest(presented.encode(), expected.encode()):
+        return
+    if presented:
+        await limiter.hit(BAD_TOKEN, client_key)
+    raise Unauthorized(refusal)

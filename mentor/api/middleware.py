@@ -183,10 +183,13 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
                 headers["X-Content-Type-Options"] = "nosniff"
-                headers["X-Frame-Options"] = "DENY"
                 headers["Referrer-Policy"] = "no-referrer"
                 html = headers.get("content-type", "").startswith("text/html")
                 headers.setdefault("Content-Security-Policy", CSP_PAGES if html else CSP_DATA)
+                # A page that lets itself be framed (the LTI pages, shown in the LMS's iframe) says so in its own
+                # frame-ancestors; every other answer is framed by nothing.
+                if "frame-ancestors 'none'" in headers["Content-Security-Policy"]:
+                    headers["X-Frame-Options"] = "DENY"
                 # Answers carry learners' questions or analyst data; nothing here is safe for a shared cache.
                 headers.setdefault("Cache-Control", "no-store")
             await send(message)

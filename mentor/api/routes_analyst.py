@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -16,11 +15,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from mentor.api.deps import RuntimeDep
+from mentor.api.deps import ClientKeyDep, RuntimeDep, require_token
 from mentor.api.schemas import ErrorResponse
 from mentor.api.schemas_analyst import QuestionPage, SignalSummary
-from mentor.errors import InvalidInput, NotReady, Unauthorized
+from mentor.errors import InvalidInput, NotReady
 from mentor.runtime import Runtime
+from mentor.settings import Settings
 from mentor.signals.exports import MEDIA_TYPES, export_lines
 from mentor.signals.queries import Filters, count_questions, erase_learner, iter_questions, list_questions
 from mentor.signals.summary import SectionRef, summarize
@@ -30,13 +30,20 @@ from mentor.signals.summary import SectionRef, summarize
 bearer = HTTPBearer(auto_error=False, description="The analyst token (MENTOR_ANALYST_TOKEN or data_dir/analyst.token).")
 
 
-def require_analyst(
-    runtime: RuntimeDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+async def require_analyst(
+    runtime: RuntimeDep,
+    client_key: ClientKeyDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> None:
-    """Only the analyst token opens these routes; learner identifiers never do."""
-    token = credentials.credentials.strip() if credentials is not None else ""
-    if not token or not hmac.compare_digest(token.encode(), runtime.analyst_token.encode()):
-        raise Unauthorized("analyst routes need 'Authorization: Bearer <analyst token>'")
+    """Only the analyst token opens these routes; learner identifiers never do. Wrong tokens are counted per
+    address: past MENTOR_RATE_LIMIT_BAD_TOKENS_PER_MINUTE, the address gets 429 whatever it sends."""
+    await require_token(
+        credentials.credentials.strip() if credentials is not None else "",
+        runtime.analyst_token,
+        runtime=runtime,
+        client_key=client_key,
+        refusal="analyst routes need 'Authorization: Bearer <analyst token>'",
+    )
 
 
 router = APIRouter(
@@ -46,6 +53,12 @@ router = APIRouter(
     responses={
         401: {"model": ErrorResponse, "description": "No analyst token, or a wrong one."},
         422: {"model": ErrorResponse, "description": "A filter or parameter is invalid."},
+        429: {
+            "model": ErrorResponse,
+            "description": "Too many wrong tokens from this address: every request from it is refused for a while, "
+            "whatever token it sends.",
+            "headers": {"Retry-After": {"description": "Seconds to wait.", "schema": {"type": "integer"}}},
+        },
         503: {
             "model": ErrorResponse,
             "description": "The signals database cannot be used right now.",
@@ -139,7 +152,7 @@ async def summary(runtime: RuntimeDep, where: FiltersDep, bucket: Literal["day",
     of the 500 most recent questions of each kind.
     """
     with database_errors():
-        return await asyncio.to_thread(
+        report = await asyncio.to_thread(
             summarize,
             runtime.database,
             where,
@@ -148,6 +161,11 @@ async def summary(runtime: RuntimeDep, where: FiltersDep, bucket: Literal["day",
             sections=reading_order(runtime, where.module_id),
             embed=runtime.embedder.embed_query,
         )
+    return report | {"min_cohort_setting": MIN_COHORT_SETTING}
+
+
+# The setting behind the hidden groups, named as it is set, so the dashboard can say what would show them.
+MIN_COHORT_SETTING = f"{Settings.model_config['env_prefix']}{'min_cohort'.upper()}"
 
 
 def reading_order(runtime: Runtime, module_id: str | None) -> list[SectionRef]:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse
 
 from mentor.answer import ChatInput, ToolCall
-from mentor.api.deps import Learner, LearnerDep, RuntimeDep, SettingsDep
+from mentor.api.deps import Learner, LearnerDep, RuntimeDep, SettingsDep, client_address
 from mentor.api.schemas import ChatRequest, ChatResponse, ErrorResponse, FeedbackRequest, ToolCallOut
 from mentor.errors import InvalidInput, MentorError, NotFound, NotReady
 from mentor.record import AnsweredQuestion
@@ -35,7 +35,11 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     },
     404: {"model": ErrorResponse, "description": "Unknown module, or a conversation or question not this learner's."},
     422: {"model": ErrorResponse, "description": "The body is not usable JSON or breaks a rule (message length...)."},
-    429: {"model": ErrorResponse, "description": "Too many questions from this learner; see Retry-After."},
+    429: {
+        "model": ErrorResponse,
+        "description": "Too many questions from this learner, or from this address while learner ids are not proven "
+        "by a token; see Retry-After.",
+    },
     503: {"model": ErrorResponse, "description": "The index or the database cannot be used now; see Retry-After."},
 }
 
@@ -93,7 +97,8 @@ def to_input(body: ChatRequest, request: Request, learner: Learner, *, channel: 
         conversation_id=body.conversation_id,
         learner_id=learner.resolve(body.learner_id),
         style=body.style,
-        client=request.client.host if request.client else "unknown",
+        client=client_address(request),
+        authenticated=learner.authenticated,
         channel=channel,
     )
 

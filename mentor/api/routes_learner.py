@@ -6,16 +6,18 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from mentor.api.deps import RuntimeDep
-from mentor.api.schemas import ErrorResponse, ModuleInfo, PassageOut, SearchResponse, SectionInfo
+from mentor.api.deps import RuntimeDep, per_client
+from mentor.api.schemas import ErrorResponse, ModuleInfo, PassageOut, SearchResponse, SectionInfo, StarterInfo
+from mentor.starters import starters
 from mentor.text import MAX_MESSAGE_CHARS
+from mentor.throttle import SEARCH
 
 router = APIRouter(prefix="/v1", tags=["learner"])
 
 
 @router.get("/modules", response_model=list[ModuleInfo])
 def list_modules(runtime: RuntimeDep) -> list[ModuleInfo]:
-    """Modules the mentor can answer about, with their sections."""
+    """Modules the mentor can answer about, with their sections and the questions an empty box offers."""
     return [
         ModuleInfo(
             id=m.id,
@@ -23,6 +25,7 @@ def list_modules(runtime: RuntimeDep) -> list[ModuleInfo]:
             version=m.version,
             prerequisites=list(m.prerequisites),
             sections=[SectionInfo(id=s.id, title=s.title) for s in m.sections],
+            starters=[StarterInfo(question=s.question, section_id=s.section_id) for s in starters(m)],
         )
         for m in runtime.modules.values()
     ]
@@ -34,8 +37,10 @@ def list_modules(runtime: RuntimeDep) -> list[ModuleInfo]:
     responses={
         404: {"model": ErrorResponse, "description": "Unknown module."},
         422: {"model": ErrorResponse, "description": "Empty or over-long query, k outside 1-50, module_id missing."},
+        429: {"model": ErrorResponse, "description": "Too many searches from this address; see Retry-After."},
         503: {"model": ErrorResponse, "description": "The index cannot be used right now; see Retry-After."},
     },
+    dependencies=[per_client(SEARCH)],  # each search runs the embedder
 )
 def search(
     runtime: RuntimeDep,

@@ -4,6 +4,13 @@ chat-completions API (the `openai` SDK, promptfoo, DeepEval's and lm-eval's wrap
 Each module is a "model"; the last message is the question and earlier user/assistant messages are the
 conversation, held by the client. The question goes through the same chat as /v1/chat (validation, learner trust,
 rate limit, signals log, marked channel "openai"), and errors leave in OpenAI's shape, translated from mentor's.
+
+A client writes the `assistant` messages it sends, so they are what the learner was shown by the client's account,
+not mentor's: they reach an LLM quoted inside the user message's `<history>` (`mentor.engines.llm`), with personal
+details replaced and each earlier question read for orders like the current one, never as the model's own turn.
+Quoting every answer was chosen over verifying mentor's own (an HMAC returned with each answer and sent back): the
+clients this facade serves (the SDK, Open WebUI, eval harnesses) send back only `role` and `content`, so a signature
+would be lost on the way, and a verified answer would still be only as trustworthy as the passages it quoted.
 """
 
 from __future__ import annotations

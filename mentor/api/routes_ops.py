@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import hmac
+import asyncio
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from mentor.api.deps import RuntimeDep, SettingsDep
+from mentor.api.deps import ClientKeyDep, RuntimeDep, SettingsDep, require_token
 from mentor.api.schemas import Health
-from mentor.errors import NotFound, Unauthorized
+from mentor.errors import NotFound
 
 router = APIRouter(tags=["ops"])
 
@@ -40,7 +40,7 @@ def readyz(runtime: RuntimeDep) -> Health | JSONResponse:
 
 # Not in the OpenAPI document: its body is Prometheus's text format, for Prometheus, not an API for clients.
 @router.get("/metrics", include_in_schema=False)
-def metrics(request: Request, settings: SettingsDep, runtime: RuntimeDep) -> Response:
+async def metrics(request: Request, settings: SettingsDep, runtime: RuntimeDep, client_key: ClientKeyDep) -> Response:
     """Prometheus metrics of this process, or of every worker of `mentor serve --workers N`.
 
     Open unless MENTOR_METRICS_TOKEN is set: they hold counts by route, module, engine and calculator, never a
@@ -49,10 +49,14 @@ def metrics(request: Request, settings: SettingsDep, runtime: RuntimeDep) -> Res
     """
     if not settings.metrics or runtime.metrics is None:
         raise NotFound("metrics are turned off on this server (MENTOR_METRICS=false)")
-    if settings.metrics_token is not None:
+    if settings.metrics_token is not None:  # wrong tokens count as the analyst routes' do
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        expected = settings.metrics_token.get_secret_value().encode()
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
-            raise Unauthorized("/metrics needs 'Authorization: Bearer <MENTOR_METRICS_TOKEN>'")
-    body, content_type = runtime.metrics.exposition(request.headers.get("accept", ""))
+        await require_token(
+            token.strip() if scheme.lower() == "bearer" else "",
+            settings.metrics_token.get_secret_value(),
+            runtime=runtime,
+            client_key=client_key,
+            refusal="/metrics needs 'Authorization: Bearer <MENTOR_METRICS_TOKEN>'",
+        )
+    body, content_type = await asyncio.to_thread(runtime.metrics.exposition, request.headers.get("accept", ""))
     return Response(body, media_type=content_type)

@@ -7,8 +7,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 
+from mentor.api.deps import per_client
 from mentor.api.schemas import ErrorResponse, ToolInfo, ToolRun
 from mentor.errors import InvalidInput
+from mentor.throttle import TOOLS
 from mentor.tools import REGISTRY, run_tool
 from mentor.tools.registry import explain_json_error, title_of
 
@@ -32,7 +34,11 @@ NameParam = Annotated[str, Path(description="A calculator, as GET /v1/tools list
 @router.post(
     "/{name}",
     response_model=ToolRun,
-    responses={422: {"model": ErrorResponse, "description": "Unknown calculator, bad arguments or unusable JSON."}},
+    responses={
+        422: {"model": ErrorResponse, "description": "Unknown calculator, bad arguments or unusable JSON."},
+        429: {"model": ErrorResponse, "description": "Too many calculator runs from this address; see Retry-After."},
+    },
+    dependencies=[per_client(TOOLS)],
     openapi_extra={
         "requestBody": {
             "content": {"application/json": {"schema": {"type": "object"}, "example": {"params": "7B"}}},
@@ -41,7 +47,8 @@ NameParam = Annotated[str, Path(description="A calculator, as GET /v1/tools list
 )
 async def run(name: NameParam, request: Request) -> dict[str, Any]:
     """Run one calculator on the JSON body's arguments; returns the normalised arguments, result and explanation."""
-    # The body is read before anything is refused, so a refusal leaves the connection ready for the next request.
+    # The body is read before the route refuses anything, so a refusal leaves the connection ready for the next
+    # request (a 429 comes before it is read: RequestLimits then drains it, or closes the connection).
     raw = await request.body()
     if name not in REGISTRY:  # the contract treats an unknown calculator as bad input (422), like a bad argument
         raise InvalidInput(f"unknown calculator {name!r}; available: {', '.join(REGISTRY)}")

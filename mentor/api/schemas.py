@@ -25,12 +25,20 @@ class SectionInfo(BaseModel):
     title: str
 
 
+class StarterInfo(BaseModel):
+    question: str = Field(description="A question to start with, made from one of the module's section headings.")
+    section_id: str = Field(description="The section whose heading it came from.")
+
+
 class ModuleInfo(BaseModel):
     id: str
     title: str
     version: str
     prerequisites: list[str]
     sections: list[SectionInfo]
+    starters: list[StarterInfo] = Field(
+        [], description="Up to three questions an empty box offers, from the headings that name the module's topics."
+    )
 
 
 class PassageOut(BaseModel):

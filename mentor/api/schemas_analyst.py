@@ -98,6 +98,10 @@ class SignalSummary(BaseModel):
     questions: int | None = Field(description=f"Questions matching the filters; {HIDDEN}")
     learners: int | None = Field(description=f"Distinct learners behind them; {HIDDEN}")
     min_cohort: int
+    min_cohort_setting: str = Field(
+        description="The environment variable that sets min_cohort (lowering it shows smaller groups: for a scratch "
+        "database only, since a small group can point at one person)."
+    )
     bucket: Literal["day", "week"]
     questions_per_section: list[SectionCount] = Field(description="Shown groups only, by bucket then section.")
     heatmap: Heatmap
@@ -157,8 +161,8 @@ class LoggedQuestion(BaseModel):
     redactions: list[str]
     style: str
     channel: str | None = Field(
-        description="Where it was asked: chat, stream, openai (the OpenAI-compatible route), cli or replay; null "
-        "for questions logged before it was recorded."
+        description="Where it was asked: chat, stream, openai (the OpenAI-compatible route), cli, replay or demo "
+        "(synthetic learners written by `mentor demo-data`); null for questions logged before it was recorded."
     )
     engine: str
     model: str | None
@@ -180,6 +184,12 @@ class LoggedQuestion(BaseModel):
     passages: list[LoggedPassage]
     tool_calls: list[LoggedToolCall]
     feedback: list[LoggedFeedback]
+    read_as: str | None = Field(
+        description="The question as mentor read it: spelling corrected, the module's shorthand spelled out, a "
+        "follow-up joined to the question it continues; personal details removed. Beside `text`, it tells a "
+        "misreading from a gap in the module. '' when mentor read no question in it ('hi'); null for questions "
+        "logged before it was recorded, or left before they were read."
+    )
 
 
 class QuestionPage(BaseModel):

@@ -46,7 +46,8 @@ class StreamOptions(BaseModel):
 
 class ChatCompletionRequest(BaseModel):
     """OpenAI's chat-completions body. The last message is the learner's question; earlier user and assistant
-    messages are the conversation so far, held by the client (there is no conversation id)."""
+    messages are the conversation so far, held by the client (there is no conversation id). An LLM behind mentor
+    reads them as quoted history: an `assistant` message is never passed on as the model's own words."""
 
     model_config = {"extra": "ignore"}  # OpenAI keeps adding parameters; an unknown one is no reason to refuse
 

@@ -69,16 +69,18 @@ async def state_round_trips(redis_url: str, questions: int = 2000) -> dict:
     """Per question, the learner-state calls a question makes (rate limit, open, append, remember the asker), on
     Redis and in memory, measured in this process: the added latency is the difference."""
     from mentor.answer import Turn
-    from mentor.conversations import MemoryConversationStore, MemoryRateLimiter
-    from mentor.redis_state import RedisConversationStore, RedisRateLimiter, connect_redis
+    from mentor.conversations import MemoryConversationStore
+    from mentor.redis_state import RedisConversationStore, connect_redis, redis_limiter
+    from mentor.throttle import ASK, Limit, memory_limiter
 
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
     clients = connect_redis(redis_url)
+    limits = {ASK: Limit(10**6, "questions")}
     kinds = {
-        "memory": (MemoryConversationStore(ttl_s=3600, max_conversations=100_000), MemoryRateLimiter(10**6)),
+        "memory": (MemoryConversationStore(ttl_s=3600, max_conversations=100_000), memory_limiter(limits)),
         "redis": (
             RedisConversationStore(clients, prefix=prefix, ttl_s=3600),
-            RedisRateLimiter(clients, prefix=prefix, per_minute=10**6),
+            redis_limiter(clients, prefix=prefix, limits=limits),
         ),
     }
     turn = Turn("what does ZeRO stage 2 shard? " * 3, "Stage 2 shards the gradients and optimizer states [1]. " * 6)
@@ -89,7 +91,7 @@ async def state_round_trips(redis_url: str, questions: int = 2000) -> dict:
         for n in range(questions):
             learner = f"learner-{n % 50}"
             began = time.perf_counter()
-            await limiter.hit(learner)
+            await limiter.hit(ASK, learner)
             conversation = await store.open(current.get(learner) if n % 3 else None, learner_key=learner, module_id="m")
             await store.append(conversation, turn)
             await store.remember_asker(uuid.uuid4().hex, learner)
@@ -136,7 +138,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="write the JSON result here too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mentor-replicas-") as root:
-        cluster = Cluster.start(Path(root), replicas=3, extra_env={"MENTOR_RATE_LIMIT_PER_MINUTE": "10000"})
+        unlimited = {"MENTOR_RATE_LIMIT_PER_MINUTE": "10000", "MENTOR_RATE_LIMIT_PER_CLIENT_PER_MINUTE": "10000"}
+        cluster = Cluster.start(Path(root), replicas=3, extra_env=unlimited)
         try:
             asyncio.run(drive(cluster.replicas, 64, first_index=10**6))  # warm every replica
             throughput = [

@@ -292,6 +292,7 @@ def mentor_env(work: Path, name: str, *, corpus_dir: Path, port: int, llm_env: d
         MENTOR_HOST="127.0.0.1",
         MENTOR_PORT=str(port),
         MENTOR_RATE_LIMIT_PER_MINUTE="10000",
+        MENTOR_RATE_LIMIT_PER_CLIENT_PER_MINUTE="10000",  # the load comes from this one address
         # Access logs off for both mentor and the baseline: the terminal is not what is measured.
         MENTOR_LOG_LEVEL="warning",
         MENTOR_EMBEDDING_BACKEND=backend,

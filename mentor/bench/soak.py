@@ -88,6 +88,7 @@ def run_soak(spec: SoakSpec, *, work: Path | None = None) -> dict:
             MENTOR_HOST="127.0.0.1",
             MENTOR_PORT=str(port),
             MENTOR_RATE_LIMIT_PER_MINUTE="10000",
+            MENTOR_RATE_LIMIT_PER_CLIENT_PER_MINUTE="10000",  # every seat asks from this one address
             MENTOR_LOG_LEVEL="warning",
         )
         log_path = work / "server.log"

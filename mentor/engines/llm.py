@@ -3,6 +3,13 @@
 Tool calls are validated and run; a calculator's refusal goes back to the model as the tool message so it
 can correct itself. An unknown tool, arguments that are not JSON, or a model that will not stop calling
 tools raise `UpstreamError`, and the chat falls back to the extractive engine.
+
+Everything from the learner is data, in one user message: the passages, the conversation so far (`<history>`), the
+question. Earlier turns are quoted there, never sent as the model's own `assistant` messages: an answer a client
+holds (the OpenAI facade's `assistant` messages) may have been written by anyone, so mentor quotes every earlier
+answer rather than vouching for some. Each earlier question is the one the reader read, its orders left out, as
+the current one; the answers lose their tags (`safety.quoted`), so none can close the fence or open another.
+Personal details were replaced before any of it got here (`mentor.consult`).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from mentor.citations import with_citations
 from mentor.engines.tool_calls import run_tool_call
 from mentor.errors import UpstreamError
 from mentor.prompts import Prompt
-from mentor.safety import sanitize_markdown, without_planted
+from mentor.safety import quoted, sanitize_markdown, without_planted
 from mentor.tools import REGISTRY, tool_schemas
 
 if TYPE_CHECKING:
@@ -61,27 +68,23 @@ class LLMEngine:
         return self._prompt.version
 
     def messages(self, question: Question, *, feedback: tuple[str, str] | None = None) -> list[dict[str, Any]]:
-        """System prompt, the bounded history, then the numbered passages and the question as data."""
+        """System prompt, then one user message of data: the numbered passages, the bounded history, the question."""
         system = self._prompt.system(
             module_id=question.module_id, module_title=question.module_title, style=question.style
         )
-        history: list[dict[str, Any]] = []
-        budget = self._history_chars
-        for turn in reversed(question.history):
-            size = len(turn.question) + len(turn.answer)
-            if size > budget:
-                break
-            budget -= size
-            history[:0] = [{"role": "user", "content": turn.question}, {"role": "assistant", "content": turn.answer}]
         passages = "\n\n".join(
             f"[{p.rank}] (section: {p.section_title})\n{without_planted(p.text, question.planted)}"
             for p in question.passages
         )
-        user = f"<passages>\n{passages}\n</passages>\n\n<question>\n{question.text}\n</question>"
+        user = f"<passages>\n{passages}\n</passages>"
+        history = self.history(question)
+        if history:
+            user = f"{user}\n\n<history>\n{history}\n</history>"
+        user = f"{user}\n\n<question>\n{question.text}\n</question>"
         plan = plan_of(question)
         if plan:
             user = f"{user}\n\n<plan>\n{plan}\n</plan>"
-        messages = [{"role": "system", "content": system}, *history, {"role": "user", "content": user}]
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         if feedback is not None:
             previous, problems = feedback
             messages += [
@@ -94,6 +97,19 @@ class LLMEngine:
                 },
             ]
         return messages
+
+    def history(self, question: Question) -> str:
+        """The latest earlier turns that fit the budget, quoted: each question as read, and the answer to it."""
+        turns: list[str] = []
+        budget = self._history_chars
+        for turn in reversed(question.history):
+            asked, answer = quoted(turn.asked), quoted(turn.answer)
+            size = len(asked) + len(answer)
+            if size > budget:
+                break
+            budget -= size
+            turns.insert(0, f"<turn>\n<learner>{asked}</learner>\n<mentor>{answer}</mentor>\n</turn>")
+        return "\n".join(turns)
 
     async def run(
         self, question: Question, *, feedback: tuple[str, str] | None = None, stream: bool = True

@@ -39,8 +39,12 @@ CSV_COLUMNS = [
     "cited_sections",
     "tools",
     "feedback",
+    "read_as",  # added last (migration 0004), so a spreadsheet reading columns by position still finds the others
 ]
 FORMATS = ("csv", "jsonl", "xapi")
+# A spreadsheet opening a CSV runs a cell that starts with one of these as a formula (tab and carriage return are
+# dropped first, then what follows is read): OWASP's CSV-injection list. Learners write the question text.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 MEDIA_TYPES = {"csv": "text/csv", "jsonl": "application/x-ndjson", "xapi": "application/x-ndjson"}
 
 
@@ -49,7 +53,7 @@ def export_lines(rows: Iterable[dict[str, Any]], fmt: str, *, home_page: str) ->
     if fmt == "csv":
         yield _csv_line(CSV_COLUMNS)
         for row in rows:
-            yield _csv_line([_csv_value(row, column) for column in CSV_COLUMNS])
+            yield _csv_line([neutralise_formula(_csv_value(row, column)) for column in CSV_COLUMNS])
     elif fmt == "jsonl":
         for row in rows:
             yield json.dumps(row, ensure_ascii=False) + "\n"
@@ -62,6 +66,13 @@ def _csv_line(values: list[Any]) -> str:
     buffer = io.StringIO()
     csv.writer(buffer).writerow(values)
     return buffer.getvalue()
+
+
+def neutralise_formula(value: Any) -> Any:
+    """Quote a text cell a spreadsheet would run as a formula with a leading `'`; leave other values as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def _csv_value(row: dict[str, Any], column: str) -> Any:
@@ -99,6 +110,8 @@ def xapi_statement(row: dict[str, Any], *, home_page: str) -> dict[str, Any]:
             "registration": str(uuid.UUID(row["conversation_id"])),
             "extensions": {
                 f"{extension}/question": row["text"],
+                # As mentor read it (null before it was recorded): tells an LRS a misreading from a module gap.
+                f"{extension}/read-as": row["read_as"],
                 f"{extension}/passages": row["passages"],
                 f"{extension}/tools": row["tool_calls"],
                 f"{extension}/grounding": {

@@ -100,6 +100,7 @@ def question_dict(
         "feedback": [
             {"rating": f.rating, "comment": f.comment, "created_at": f.created_at.isoformat()} for f in feedback
         ],
+        "read_as": row.read_as,  # last, as the newest field: an export's earlier fields keep their places
     }
 
 

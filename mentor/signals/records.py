@@ -38,6 +38,10 @@ def question_record(result: AnsweredQuestion, *, embed: Callable[[str], np.ndarr
     """The question's signal: redacted text and answer, passages, tool calls, verdicts and timings."""
     scrub = Scrubber()
     text = storable(scrub.text(result.question))  # first: what it finds is then removed from every later field
+    # The reader read a scrubbed copy already; scrubbing what it made again (details learned from the text above)
+    # keeps a detail it reshaped, or one of the earlier question it joined, out of the log too.
+    reading = result.reading
+    read_as = storable(scrub.text(reading.query)) if reading is not None else None
     answer = result.answer
     tool_calls = [_tool_call(call, scrub) for call in answer.tool_calls]  # before the answer, which quotes them
     answer_text = scrub.text(answer.text)
@@ -50,7 +54,6 @@ def question_record(result: AnsweredQuestion, *, embed: Callable[[str], np.ndarr
         primary = result.passages[0].section_id
     # The question as the reader read it was embedded for retrieval already (personal details left out): its vector
     # groups the question with others meaning the same, at no forward pass of its own.
-    reading = result.reading
     vector = reading.vector if reading is not None and reading.query else embed(text) if embed is not None else None
     return storable(
         {
@@ -63,6 +66,7 @@ def question_record(result: AnsweredQuestion, *, embed: Callable[[str], np.ndarr
             "primary_section_id": primary,
             "section_ids": sections,
             "text": text,
+            "read_as": read_as,
             "redactions": sorted(scrub.kinds),
             "style": result.style,
             "channel": result.channel,

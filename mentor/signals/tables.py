@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, LargeBinary
+from sqlalchemy import JSON, Column, Index, LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -47,12 +47,24 @@ class QuestionRow(SQLModel, table=True):
     primary_section_id: str | None = Field(default=None, max_length=200)
     section_ids: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     text: str = Field(description="The question with personal details removed")
+    read_as: str | None = Field(
+        default=None,
+        description="The question as mentor read it (spelling corrected, a follow-up joined to the question it "
+        "continues), personal details removed; '' when it asked nothing, NULL before it was recorded",
+    )
     redactions: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     style: str = Field(max_length=16)
     channel: str | None = Field(
         default=None,
         max_length=16,
         description="chat, stream, openai, cli or replay: the surface it came through; NULL before it was recorded",
+    )
+    lti_context: str | None = Field(
+        default=None,
+        index=True,
+        max_length=64,
+        description="The LTI course (context) it was asked in, pseudonymised like the learner (HMAC of issuer and "
+        "context id); NULL outside an LTI launch",
     )
     engine: str = Field(max_length=32)
     model: str | None = Field(default=None, max_length=200)
@@ -115,3 +127,26 @@ class FeedbackRow(SQLModel, table=True):
     comment: str | None = None
     redactions: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     created_at: datetime = Field(index=True)
+
+
+class LtiRegistrationRow(SQLModel, table=True):
+    """A learning platform registered as an LTI 1.3 platform of mentor (by `mentor lti register` or dynamic
+    registration). Nothing personal: endpoints and the ids the platform gave mentor."""
+
+    __tablename__ = "lti_registrations"
+    __table_args__ = (UniqueConstraint("issuer", "client_id", name="uq_lti_registrations_issuer_client"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    issuer: str = Field(max_length=255, index=True, description="The platform's `iss`")
+    client_id: str = Field(max_length=255, description="The id the platform gave mentor: the `aud` of its launches")
+    name: str | None = Field(default=None, max_length=200, description="A label for people (e.g. 'Moodle, Physics')")
+    auth_login_url: str = Field(max_length=1000, description="The platform's OIDC authorization endpoint")
+    auth_token_url: str | None = Field(default=None, max_length=1000, description="The platform's OAuth2 token URL")
+    jwks_url: str = Field(max_length=1000, description="Where the platform publishes its public keys")
+    deployment_ids: list[str] = Field(
+        default_factory=list,
+        sa_column=Column(JSON, nullable=False),
+        description="The deployments of mentor on this platform that may launch it",
+    )
+    source: str = Field(max_length=16, description="cli or dynamic: how it was registered")
+    created_at: datetime

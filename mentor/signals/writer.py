@@ -480,4 +480,5 @@ def question_values(record: dict[str, Any]) -> dict[str, Any]:
     # A record spooled before migration 0003 has no channel: without the key, a batch mixing it with newer records
     # is refused by executemany (every row must name the same columns), then written one by one.
     values.setdefault("channel", None)
+    values.setdefault("read_as", None)  # likewise before migration 0004
     return values | {"id": record["question_id"]}

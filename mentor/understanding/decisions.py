@@ -9,6 +9,8 @@ across subjects: no module's wording) and the embedder:
 - `standalone`: whether a message can be understood on its own ("self") or leans on the turn before ("depends");
 - `continues`: whether a message continues the previous question: a regression over how much it leans on the turn
   before (`standalone`) and how close it is to it, trained on labelled pairs of consecutive messages;
+- `social`: what a message of chat alone does socially: greets, thanks, takes leave, or none of these ("other":
+  small talk, or a request the module has nothing for); the first three get a short kind reply, not the redirect;
 - `lacking`: which words name a topic the module lacks (`mentor.understanding.lacking`, from the module's
   calibration questions).
 """
@@ -143,6 +145,7 @@ class Decisions:
     subject: Classifier
     continues: ContinuesModel
     lacking: LackingModel
+    social: Classifier
 
     @classmethod
     def load(
@@ -164,6 +167,8 @@ class Decisions:
         standalone = Classifier.build("standalone", standalone_rows, embedder, cache_dir=cache_dir)
         subject_rows = load_labelled(examples / "subject.jsonl", "subject")
         subject = Classifier.build("subject", subject_rows, embedder, cache_dir=cache_dir)
+        social_rows = load_labelled(examples / "social.jsonl", "social")
+        social = Classifier.build("social", social_rows, embedder, cache_dir=cache_dir)
         pairs = load_pairs(examples / "follow_ups.jsonl")
         if follow_up_examples is not None and follow_up_examples.is_file():
             pairs += [_read(pair, words) for pair in load_pairs(follow_up_examples) if pair.module_id in words]
@@ -171,4 +176,4 @@ class Decisions:
         messages = [row.text for row in act_examples(examples, mixes=0)]
         spellers = {module_id: w.speller for module_id, w in words.items()}
         lacking = LackingModel.load(lacking_examples, spellers, messages)
-        return cls(acts, kinds, standalone, subject, continues, lacking)
+        return cls(acts, kinds, standalone, subject, continues, lacking, social)

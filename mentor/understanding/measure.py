@@ -12,7 +12,7 @@ from pathlib import Path
 from mentor.understanding.decisions import EXAMPLES, act_examples, load_pairs
 from mentor.understanding.examples import balanced_accuracy, cross_validated, load_labelled
 from mentor.understanding.reader import Reader
-from mentor.understanding.reading import CHATTER, INSTRUCTION, QUESTION, Reading
+from mentor.understanding.reading import CHATTER, INSTRUCTION, OTHER, QUESTION, Reading
 from mentor.understanding.words import ModuleWords
 
 
@@ -37,6 +37,7 @@ def measure(reader: Reader, words: ModuleWords, heldout: Path, examples: Path = 
         ("kinds", load_labelled(examples / "kinds.jsonl", "kind")),
         ("standalone", load_labelled(examples / "standalone.jsonl", "label")),
         ("subject", load_labelled(examples / "subject.jsonl", "subject")),
+        ("social", load_labelled(examples / "social.jsonl", "social")),
     ):
         texts = [row.text for row in rows]
         score = cross_validated(texts, embed(texts), [row.label for row in rows])
@@ -67,6 +68,9 @@ def _heldout(name: str, reader: Reader, words: ModuleWords, heldout: Path) -> tu
     elif name == "subject":
         truth = [row["subject"] for row in rows]
         predicted = ["module" if _read(reader, words, row["text"]).about_module else "topic" for row in rows]
+    elif name == "social":  # as the chat reads it: chat alone first (a message read as a question is "other")
+        truth = [row["social"] for row in rows]
+        predicted = [_read(reader, words, row["text"]).social or OTHER for row in rows]
     else:
         truth = [row["kind"] for row in rows]
         predicted = [_read(reader, words, row["text"]).kind for row in rows]

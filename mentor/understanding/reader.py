@@ -24,7 +24,7 @@ import numpy as np
 from mentor.embeddings import Embedder, embed_cached
 from mentor.understanding.clauses import TEMPLATE, normalise, pieces_of, split_clauses
 from mentor.understanding.decisions import Decisions
-from mentor.understanding.reading import CHATTER, INSTRUCTION, QUESTION, Clause, Part, Reading
+from mentor.understanding.reading import CHATTER, INSTRUCTION, OTHER, QUESTION, Clause, Part, Reading
 from mentor.understanding.words import ModuleWords
 
 WORD_START = re.compile(r"(?<!\S)\S")  # where each word begins: a clause may be cut there
@@ -59,6 +59,7 @@ PLANTED_FLOOR = 0.8  # a module sentence reads as an instruction this surely: mo
 CONTINUES_FLOOR = 0.5
 DEPENDS_FLOOR = 0.5  # a part leaning this surely on the part before it is read with it
 UNSURE = 0.7  # a clause read as a question less surely than this is chat, or the context of a question beside it
+SOCIAL_FLOOR = 0.5  # chat alone is a greeting, a thanks or a goodbye when read as one at least this surely
 
 
 @dataclass(slots=True)
@@ -134,6 +135,7 @@ class Reader:
             vector = _pooled([_Piece(previous, previous, -1, "", vectors[previous]), *asked])
         elif continues:
             vector = vectors[query]
+        chat_alone = all(p.act == CHATTER for p in pieces)
         return Reading(
             message=message,
             clauses=tuple(Clause(p.written, p.act, p.confidence) for p in pieces),
@@ -145,7 +147,13 @@ class Reader:
             previous=previous if continues else "",
             corrections=corrections,
             guarded=guarded,
+            social=self._social(whole, vectors[whole]) if chat_alone else "",
         )
+
+    def _social(self, text: str, vector: np.ndarray) -> str:
+        """What chat alone does socially: a greeting, a thanks or a goodbye, when surely one; "" otherwise."""
+        label, sure = self.decisions.social.decide(text, vector)
+        return label if label != OTHER and sure >= SOCIAL_FLOOR else ""
 
     def _acts(self, pieces: list[_Piece], words: ModuleWords, *, suspect: bool) -> bool:
         """Decide what each piece does; True when the message may instruct (its words are then never echoed).
@@ -282,7 +290,7 @@ class Reader:
         piece = _Piece(reading.message, text, 0, "", reading.vector, QUESTION, 1.0)
         part = self._part(text, [piece], reading.vector, words)
         clauses = tuple(Clause(c.text, QUESTION, c.confidence) for c in reading.clauses)
-        return replace(reading, clauses=clauses, parts=(part,), question=text, query=text)
+        return replace(reading, clauses=clauses, parts=(part,), question=text, query=text, social="")
 
     def _parted(self, before: _Piece, after: _Piece) -> bool:
         """True when a comma ends a question of its own and begins another ("which paper for Chinchilla, and who

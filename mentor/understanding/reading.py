@@ -16,6 +16,8 @@ SURE_KIND = 0.35  # a kind decided at least this surely (of ten) changes what is
 # What a clause does.
 QUESTION, INSTRUCTION, CHATTER = "question", "instruction", "chatter"
 ACTS = (QUESTION, INSTRUCTION, CHATTER)
+# What a message of chat alone does socially (`Reading.social`); "other" chat gets no reply of its own.
+GREETING, THANKS, FAREWELL, OTHER = "greeting", "thanks", "farewell", "other"
 # The kind of answer a part wants.
 KINDS = (
     "definition",
@@ -78,6 +80,8 @@ class Reading:
     # The message may instruct the mentor: an answer never repeats its words (a planted word would be echoed as
     # "not covered"), and what it leaves out is named as "the rest of your message".
     guarded: bool = False
+    # For chat alone ("hi", "thanks!", "bye"): GREETING, THANKS or FAREWELL when it surely is one; "" otherwise.
+    social: str = ""
 
     @property
     def kind(self) -> str:

@@ -174,13 +174,18 @@ function renderSummary(s) {
   $("t-learners").textContent = number(s.learners);
   $("t-grounded").textContent = percent(s.grounded_share);
   $("t-oos").textContent = percent(s.out_of_scope_share);
-  $("cohort-note").textContent =
-    s.suppressed_groups > 0
-      ? `${plural(s.suppressed_groups, "group")} hidden: fewer than ${s.min_cohort} distinct learners are in each.`
-      : `Groups with fewer than ${s.min_cohort} distinct learners would be hidden; none is.`;
+  fill("cohort-note", cohortNote(s));
   renderHeatmap(s.heatmap, s.min_cohort);
-  fill("gaps", groups(s.content_gaps, "No out-of-scope question is shared by enough learners yet."));
-  fill("asked", groups(s.most_asked, "No question is shared by enough learners yet."));
+  fill("gaps", s.content_gaps.length ? groups(s.content_gaps) : emptyGaps(s));
+  fill(
+    "asked",
+    s.most_asked.length
+      ? groups(s.most_asked)
+      : emptyGroups(s, "most_asked", "No question in this range is shared by enough learners yet.", [
+          "Here you would see the questions learners ask most, grouped by meaning, each with its most frequent ",
+          "wording, how many learners asked it and the sections that answered it.",
+        ]),
+  );
   renderFeedback(s);
   fill(
     "tools",
@@ -335,8 +340,47 @@ function renderHeatmap(map, minCohort) {
   );
 }
 
-function groups(list, none) {
-  if (!list.length) return empty(none);
+// Why groups are hidden, and what would show them: the minimum cohort, the setting that sets it, more learners.
+function cohortNote(s) {
+  const setting = `${s.min_cohort_setting}=${s.min_cohort}`;
+  if (s.suppressed_groups === 0) {
+    return `Groups with fewer than ${s.min_cohort} distinct learners would be hidden (${setting}); none is.`;
+  }
+  return [
+    el("strong", {}, `${plural(s.suppressed_groups, "group")} hidden: fewer than ${s.min_cohort} distinct learners are in each.`),
+    ` The minimum cohort (${setting}) keeps any figure from pointing at one person. They appear as more learners `,
+    `ask; on a scratch database (demo data, a trial), a lower ${s.min_cohort_setting} shows them.`,
+  ];
+}
+
+// A panel of groups with nothing to show: why (no data, or every group under the cohort) and what it would show.
+function emptyGroups(s, panel, why, would) {
+  const hidden = s.suppressed_by_panel[panel] || 0;
+  let reason = why;
+  if (s.questions === null) {
+    reason = `Fewer than ${s.min_cohort} learners asked anything in this range, so nothing is shown (${s.min_cohort_setting}).`;
+  } else if (hidden) {
+    reason = `${plural(hidden, "group")} of questions, each from fewer than ${s.min_cohort} learners: hidden (${s.min_cohort_setting}).`;
+  }
+  return el("div", { className: "empty-panel" }, empty(reason), el("p", { className: "hint" }, would));
+}
+
+function emptyGaps(s) {
+  const none = s.out_of_scope_questions === 0;
+  return emptyGroups(
+    s,
+    "content_gaps",
+    none
+      ? "No question in this range fell outside the module."
+      : `${plural(s.out_of_scope_questions, "question")} fell outside the module, none shared by enough learners yet.`,
+    [
+      "Here you would see the questions the module does not answer, grouped by meaning, each with how many ",
+      "learners asked it: the topics learners expect and do not find, candidates for a new section.",
+    ],
+  );
+}
+
+function groups(list) {
   return el(
     "ol",
     { className: "groups" },
@@ -498,7 +542,7 @@ function question(q) {
     el(
       "summary",
       {},
-      el("span", { className: "q-text" }, q.text),
+      el("span", { className: "q-text" }, q.text, readAs(q)),
       el("span", { className: "q-meta" }, `${utc(q.created_at)} · ${sectionTitle(q.section_id)} · `, verdict(q)),
     ),
     el(
@@ -559,6 +603,20 @@ function question(q) {
           ]
         : null,
     ),
+  );
+}
+
+// The question as mentor read it (spelling corrected, a follow-up joined to what it continues), shown only where
+// it differs from what the learner wrote: a wrong reading there is a misreading, not a gap in the module.
+function readAs(q) {
+  if (q.read_as === null || q.read_as === undefined) return null;
+  const plain = (text) => text.toLowerCase().replace(/[\s?.!,;:]+/g, " ").trim();
+  if (plain(q.read_as) === plain(q.text)) return null;
+  return el(
+    "span",
+    { className: "q-read" },
+    "read as: ",
+    q.read_as ? el("q", {}, q.read_as) : el("em", {}, "no question (chat only)"),
   );
 }
 

@@ -5,15 +5,17 @@
 //
 // Attributes: api (the mentor's base URL; default: where this file was loaded from), module (the module being
 // read; optional when the mentor serves one), token (a learner token the host platform's server minted; without
-// it the box uses this browser's anonymous learner), mode ("inline", the default, or "launcher": a floating
-// button that opens the box). Events (bubbling, composed): mentor-answer {detail: the ChatResponse},
-// mentor-error {detail: {status, message}}, mentor-feedback {detail: {question_id, rating}},
-// mentor-toggle {detail: {open}}.
+// it the box uses this browser's anonymous learner), mode ("inline", the default; "launcher": a floating button
+// that opens the box; "auto": the launcher in a window narrower than 60rem, where a page usually turns to one
+// column and an inline box would sit below all of it, inline otherwise). Events (bubbling, composed):
+// mentor-answer {detail: the ChatResponse}, mentor-error {detail: {status, message}},
+// mentor-feedback {detail: {question_id, rating}}, mentor-toggle {detail: {open}}.
 //
 // Plain ES modules, no build step: the Markdown renderer and the sanitizer are vendored next to this file.
 
+import { answerActions, starterList } from './static/box/actions.js';
 import { ApiError, Client, Transcript } from './static/box/client.js';
-import { computationCard } from './static/box/cards.js';
+import { computationCard, condensed } from './static/box/cards.js';
 import { el } from './static/box/dom.js';
 import { renderMarkdown, SECTION_ID, speakable } from './static/box/markdown.js';
 
@@ -24,6 +26,8 @@ const STYLES_CHOICES = [
   ['hint', 'Hint'],
   ['brief', 'Brief'],
 ];
+// mode="auto" floats the box as a launcher below this width (the demo page's one-column layout, demo.css).
+const NARROW = '(max-width: 60rem)';
 // Streamed text is announced a sentence or so at a time: per token would flood a screen reader.
 const ANNOUNCE_MIN_CHARS = 40;
 const ANNOUNCE_MAX_CHARS = 300;
@@ -51,17 +55,25 @@ class MentorChat extends HTMLElement {
     return (this.getAttribute('module') || '').trim();
   }
 
+  get mode() {
+    const mode = this.getAttribute('mode');
+    return mode === 'launcher' || mode === 'auto' ? mode : 'inline';
+  }
+
+  // Whether the box floats behind a launcher button now (always in launcher mode; in auto mode, in a narrow window).
   get launcher() {
-    return this.getAttribute('mode') === 'launcher';
+    return this.mode === 'launcher' || (this.mode === 'auto' && this.narrow.matches);
   }
 
   connectedCallback() {
     if (this.panel) return; // moved in the page: keep what is shown
     this.client = new Client(this.api, this.getAttribute('token'));
     this.transcript = new Transcript(this.api, this.module);
+    this.narrow = window.matchMedia(NARROW);
+    this.narrow.addEventListener('change', () => this.layout());
     this.build();
     this.catalog = this.loadCatalog();
-    this.restore();
+    this.restore().then(() => this.offerStarters());
   }
 
   attributeChangedCallback(name, before, after) {
@@ -71,12 +83,13 @@ class MentorChat extends HTMLElement {
       this.transcript = new Transcript(this.api, this.module);
       this.catalog = this.loadCatalog();
       this.log.replaceChildren();
-      this.restore();
+      this.restore().then(() => this.offerStarters());
     }
   }
 
-  // Section ids (links and footnotes may point there) and calculator schemas (for the cards' inputs). Optional:
-  // without them links become text and cards show their inputs as plain text fields.
+  // Section ids (links and footnotes may point there), starter questions (from the module's headings) and calculator
+  // schemas (for the cards' inputs). Optional: without them links become text, an empty box offers no questions,
+  // and cards show their inputs as plain text fields.
   async loadCatalog() {
     const [modules, tools] = await Promise.all([
       this.client.json('/v1/modules').catch(() => []),
@@ -85,6 +98,7 @@ class MentorChat extends HTMLElement {
     const module = modules.find((m) => m.id === this.module) || (modules.length === 1 ? modules[0] : null);
     return {
       sections: new Set((module?.sections || []).map((s) => s.id)),
+      starters: module?.starters || [],
       tools: new Map(tools.map((t) => [t.name, t])),
     };
   }
@@ -96,6 +110,7 @@ class MentorChat extends HTMLElement {
     // The box stays hidden until they load (or fail), so it never flashes unstyled.
     const sheet = el('link', { rel: 'stylesheet', href: STYLES });
     const shell = el('div', { class: 'shell', hidden: true });
+    this.shell = shell;
     const reveal = () => shell.removeAttribute('hidden');
     sheet.addEventListener('load', reveal);
     sheet.addEventListener('error', reveal);
@@ -104,10 +119,10 @@ class MentorChat extends HTMLElement {
     const fresh = el('button', { type: 'button', class: 'quiet', text: 'New conversation' });
     fresh.addEventListener('click', () => this.startOver());
     const head = el('div', { class: 'head' }, this.titleEl, fresh);
-    if (this.launcher) {
-      const close = el('button', { type: 'button', class: 'quiet close', 'aria-label': 'Close the mentor', text: '×' });
-      close.addEventListener('click', () => this.toggle(false));
-      head.append(close);
+    if (this.mode !== 'inline') {
+      this.closer = el('button', { type: 'button', class: 'quiet close', 'aria-label': 'Close the mentor', text: '×' });
+      this.closer.addEventListener('click', () => this.toggle(false));
+      head.append(this.closer);
     }
     const notice = el('p', { class: 'notice', text: 'Asking is recorded as a learning signal, not a grade.' });
     this.log = el('div', { class: 'log', id: id('log'), 'aria-label': 'Conversation', role: 'region', tabindex: '-1' });
@@ -138,13 +153,16 @@ class MentorChat extends HTMLElement {
       styles.append(el('span', { class: 'choice' }, radio, el('label', { for: id(`style-${value}`), text })));
     }
     this.send = el('button', { type: 'submit', class: 'send', text: 'Ask' });
+    // Beside Ask, not in its place: a double click on Ask must not land on Stop.
+    this.stopper = el('button', { type: 'button', class: 'stop', hidden: true, text: 'Stop' });
+    this.stopper.addEventListener('click', () => this.controller?.abort());
     this.form = el(
       'form',
       { class: 'ask', 'aria-label': 'Ask a question' },
       el('label', { for: id('q'), text: 'Your question' }),
       this.input,
       keys,
-      el('div', { class: 'row' }, styles, this.send),
+      el('div', { class: 'row' }, styles, el('span', { class: 'buttons' }, this.stopper, this.send)),
     );
     this.form.addEventListener('submit', (event) => {
       event.preventDefault();
@@ -160,9 +178,7 @@ class MentorChat extends HTMLElement {
       this.form,
       this.live,
     );
-    if (this.launcher) {
-      this.panel.hidden = true;
-      this.panel.setAttribute('role', 'dialog');
+    if (this.mode !== 'inline') {
       this.opener = el('button', {
         type: 'button',
         class: 'launcher',
@@ -182,12 +198,26 @@ class MentorChat extends HTMLElement {
       shell.append(this.panel);
     }
     root.replaceChildren(sheet, shell);
+    this.layout();
+  }
+
+  // Inline, or floating behind the launcher button (closed until opened); auto mode switches as the window does.
+  layout() {
+    if (!this.opener) return;
+    const floating = this.launcher;
+    this.shell.classList.toggle('floating', floating);
+    this.opener.hidden = !floating;
+    this.closer.hidden = !floating;
+    this.opener.setAttribute('aria-expanded', String(floating && Boolean(this.open)));
+    this.panel.hidden = floating && !this.open;
+    if (floating) this.panel.setAttribute('role', 'dialog');
+    else this.panel.removeAttribute('role');
   }
 
   toggle(open) {
     if (!this.launcher) return;
-    this.panel.hidden = !open;
-    this.opener.setAttribute('aria-expanded', String(open));
+    this.open = open;
+    this.layout();
     (open ? this.input : this.opener).focus();
     this.emit('mentor-toggle', { open });
   }
@@ -201,10 +231,24 @@ class MentorChat extends HTMLElement {
   }
 
   startOver() {
+    this.controller?.abort();
     this.transcript.clear();
     this.log.replaceChildren();
     this.say('Started a new conversation.');
     this.input.focus();
+    this.offerStarters();
+  }
+
+  // An empty conversation offers the module's starter questions; the first question asked takes their place.
+  async offerStarters() {
+    const { starters } = await this.catalog;
+    if (this.log.children.length || !starters.length) return;
+    this.log.append(
+      starterList(`${this.uid}-starters`, starters.slice(0, 3), (question) => {
+        this.input.focus(); // the button goes with the list: the keyboard stays in the box
+        this.ask(question);
+      }),
+    );
   }
 
   // The conversation this tab had before a reload, re-rendered from what the answers said.
@@ -219,6 +263,8 @@ class MentorChat extends HTMLElement {
   }
 
   addTurn(question) {
+    this.log.querySelector('.starters')?.remove();
+    for (const old of this.log.querySelectorAll('.actions .retry')) old.remove(); // "Ask again" is for the last question
     const answer = el('div', { class: 'answer' });
     const body = el('div', { class: 'md' });
     answer.append(body);
@@ -229,7 +275,7 @@ class MentorChat extends HTMLElement {
       answer,
     );
     this.log.append(turn);
-    return { element: turn, answer, body, text: '', cards: el('div', { class: 'cards' }) };
+    return { element: turn, question, answer, body, text: '', cards: el('div', { class: 'cards' }) };
   }
 
   async ask(raw) {
@@ -246,22 +292,29 @@ class MentorChat extends HTMLElement {
     const turn = this.addTurn(question);
     turn.body.append(el('p', { class: 'pending', text: 'Thinking…' }));
     this.scroll(true);
+    const controller = new AbortController();
+    this.controller = controller;
+    this.stopper.hidden = false;
     try {
-      await this.stream(turn, question, true);
+      await this.stream(turn, question, true, controller.signal);
     } finally {
+      const stopFocused = this.shadowRoot.activeElement === this.stopper;
+      this.stopper.hidden = true;
+      if (stopFocused) this.input.focus();
+      if (this.controller === controller) this.controller = null;
       this.busy = false;
       this.form.removeAttribute('aria-busy');
       if (Date.now() >= this.waitUntil) this.send.removeAttribute('aria-disabled');
     }
   }
 
-  async stream(turn, question, mayRetry) {
+  async stream(turn, question, mayRetry, signal) {
     const body = { message: question, style: this.style, ...this.client.identity() };
     if (this.module) body.module_id = this.module;
     if (this.transcript.conversationId) body.conversation_id = this.transcript.conversationId;
     const announcer = this.announcer();
     try {
-      for await (const [kind, data] of this.client.chat(body)) {
+      for await (const [kind, data] of this.client.chat(body, { signal })) {
         if (kind === 'meta') {
           this.transcript.conversationId = data.conversation_id;
           this.transcript.save();
@@ -285,11 +338,12 @@ class MentorChat extends HTMLElement {
       }
       throw new ApiError('The answer was cut off. Please ask again.');
     } catch (error) {
+      if (signal.aborted) return this.stopped(turn);
       // A conversation the server no longer knows (expired, or the server restarted) is started afresh, once.
       if (mayRetry && error.status === 404 && body.conversation_id) {
         this.transcript.conversationId = null;
         this.transcript.save();
-        return this.stream(turn, question, false);
+        return this.stream(turn, question, false, signal);
       }
       this.fail(turn, error);
     }
@@ -299,8 +353,33 @@ class MentorChat extends HTMLElement {
     turn.body.querySelector('.pending')?.remove();
     const message = error instanceof ApiError ? error.message : 'Something went wrong in this page. Please ask again.';
     turn.answer.append(el('p', { class: 'error', role: 'alert', text: message }));
+    turn.answer.append(this.actions(turn.question, null));
     if (error.retryAfter) this.wait(error.retryAfter);
     this.emit('mentor-error', { status: error.status || 0, message });
+  }
+
+  // Stopped by the learner: what had arrived stays, marked unfinished (it is not kept for a reload).
+  stopped(turn) {
+    turn.done = true;
+    if (turn.frame) cancelAnimationFrame(turn.frame);
+    turn.body.replaceChildren(turn.text ? renderMarkdown(turn.text) : '');
+    turn.answer.append(el('p', { class: 'stopped', text: turn.text ? 'Stopped: the answer above is unfinished.' : 'Stopped.' }));
+    turn.answer.append(this.actions(turn.question, null));
+    this.say('Stopped.');
+    this.scroll();
+  }
+
+  actions(question, response) {
+    return answerActions({
+      question,
+      response,
+      root: this.shadowRoot,
+      say: (text) => this.say(text),
+      again: (asked) => {
+        this.input.focus(); // the button goes with the turn's actions: the keyboard stays in the box
+        this.ask(asked);
+      },
+    });
   }
 
   // After a 429: the Ask button counts down the seconds the server asked for.
@@ -345,19 +424,24 @@ class MentorChat extends HTMLElement {
       }
       return this.footnoteButton(n, citation, noteFor.get(n));
     };
-    turn.body.replaceChildren(renderMarkdown(response.answer || '', { sections, citations, marker }));
+    // A calculation is said once: by its card, with one line of prose (the API's text keeps the figures).
+    const calls = response.tool_calls || [];
+    const shown = condensed(response.answer || '', calls);
+    turn.body.replaceChildren(renderMarkdown(shown, { sections, citations, marker }));
     const answer = turn.answer;
     answer.classList.toggle('redirect', Boolean(response.out_of_scope));
     if (response.out_of_scope) answer.prepend(el('p', { class: 'badge', text: 'Outside this module' }));
     if (notes.children.length) answer.append(notes);
-    const calls = response.tool_calls || [];
     if (calls.length) {
       for (const call of calls) {
         turn.cards.append(computationCard(call, catalog.tools.get(call.name), { client: this.client, announce: (t) => this.say(t) }));
       }
       answer.append(turn.cards);
     }
-    if (!response.out_of_scope) answer.append(this.verdict(response.grounding));
+    // The check's verdict where there was something of the module to check (a reply to "thanks" has none).
+    const checked = citations.size || calls.length || response.grounding?.grounded === false;
+    if (!response.out_of_scope && checked) answer.append(this.verdict(response.grounding));
+    answer.append(this.actions(turn.question, response));
     if (response.question_id) answer.append(this.feedback(response.question_id));
     this.scroll();
   }

@@ -153,3 +153,22 @@ export function computationCard(call, info, { client, announce }) {
 
   return el('section', { class: 'card', 'aria-labelledby': heading.id, 'data-tool': call.name }, heading, formula, results, form, status);
 }
+
+// The answer's text with each calculation its cards show said once: where the text restates a card's worked formula
+// (the offline engine writes "**Training memory:** <the calculator's explanation>"; a model may copy it too), the
+// formula gives way to one line: the explanation's first sentence when that is a verdict in words ("No: … 32 GB
+// short."), else a pointer to the card. The API's text keeps every number: the grounding check and the eval read it.
+export function condensed(text, calls) {
+  let out = String(text);
+  for (const call of calls || []) {
+    const said = call.explanation;
+    if (said && out.includes(said)) out = out.replace(said, oneLine(said));
+  }
+  return out;
+}
+
+function oneLine(explanation) {
+  // A sentence ends at . ! or ? before a capital ("… 32 GB short. Model state = …"), not inside "et al. 2022" or 1.12.
+  const first = /^.*?[.!?](?=\s+[A-Z])/s.exec(explanation)?.[0] || explanation;
+  return first.includes('=') ? 'worked out in the card below.' : `${first} The figures are in the card below.`;
+}

@@ -107,7 +107,8 @@ export class Client {
     return this.token ? {} : { learner_id: anonymousLearner() };
   }
 
-  async request(path, { method = 'GET', body, accept = 'application/json' } = {}) {
+  // `signal` (an AbortSignal) ends the request and the reading of its body: the box's Stop button.
+  async request(path, { method = 'GET', body, accept = 'application/json', signal } = {}) {
     let response;
     try {
       response = await fetch(`${this.api}${path}`, {
@@ -116,8 +117,10 @@ export class Client {
         body: body === undefined ? undefined : JSON.stringify(body),
         credentials: 'omit',
         mode: 'cors',
+        signal,
       });
-    } catch {
+    } catch (error) {
+      if (signal?.aborted) throw error; // stopped by the learner: not a failure to explain
       // fetch rejects alike for a network failure and a CORS refusal; the page cannot tell them apart.
       throw new ApiError(
         `The mentor at ${this.api} cannot be reached from this page. It may be down, or this site may not be ` +
@@ -137,9 +140,10 @@ export class Client {
     }
   }
 
-  // Yields [event, data] pairs of /v1/chat/stream: meta, delta, tool_call, done, error.
-  async *chat(body) {
-    const response = await this.request('/v1/chat/stream', { method: 'POST', body, accept: 'text/event-stream' });
+  // Yields [event, data] pairs of /v1/chat/stream: meta, delta, tool_call, done, error. Aborting `signal` closes
+  // the connection (the server stops answering and logs the question as abandoned) and throws an AbortError.
+  async *chat(body, { signal } = {}) {
+    const response = await this.request('/v1/chat/stream', { method: 'POST', body, accept: 'text/event-stream', signal });
     yield* readEvents(response);
   }
 

@@ -84,3 +84,22 @@ export function speakable(text) {
     .replace(/\s+/g, ' ')
     .trim();
 }
+
+// An answer as plain text for the clipboard: its blocks as paragraphs, list items on their own lines, table rows with
+// tabs between cells, emphasis dropped; "[n]" markers kept (the copied sources list says what they point to).
+export function plainText(text) {
+  const blocks = [];
+  for (const node of renderMarkdown(text).childNodes) {
+    if (node.nodeType !== Node.ELEMENT_NODE) {
+      if (node.textContent.trim()) blocks.push(node.textContent.trim());
+    } else if (node.tagName === 'UL' || node.tagName === 'OL') {
+      const items = [...node.children].map((li, i) => `${node.tagName === 'OL' ? `${i + 1}.` : '-'} ${li.textContent.trim()}`);
+      blocks.push(items.join('\n'));
+    } else if (node.tagName === 'TABLE') {
+      blocks.push([...node.querySelectorAll('tr')].map((row) => [...row.cells].map((c) => c.textContent.trim()).join('\t')).join('\n'));
+    } else {
+      blocks.push(node.textContent.trim());
+    }
+  }
+  return blocks.filter(Boolean).join('\n\n');
+}
