@@ -36,6 +36,8 @@ class ChatInput:
     # the caller picked, so the address's own ceiling applies too.
     authenticated: bool = False
     channel: str = "chat"  # a Channel: logged with the question
+    # The LTI course the learner token was issued in (a pseudonym, mentor.lti): logged, for the course's analyst view.
+    lti_context: str | None = None
     # A conversation the client holds (the OpenAI facade resends every earlier turn): read instead of a stored
     # one. None: the conversation is the server's (`conversation_id`, or a new one).
     history: tuple[Turn, ...] | None = None

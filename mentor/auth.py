@@ -8,6 +8,7 @@ say what is wrong with a token and never repeat it (a token is a credential, and
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import jwt
 
@@ -18,21 +19,41 @@ ALGORITHM = "HS256"
 LEEWAY_S = 30
 # The same bounds as the `learner_id` field of a request body.
 MAX_LEARNER_ID_CHARS = 200
+# The questions table's lti_context column.
+MAX_CONTEXT_CHARS = 64
 
 
-def mint_learner_token(learner_id: str, *, secret: str, audience: str, ttl_s: int, max_age_s: int) -> str:
-    """A token naming `learner_id` for `ttl_s` seconds, as a platform's server would mint it."""
+def mint_learner_token(
+    learner_id: str, *, secret: str, audience: str, ttl_s: int, max_age_s: int, context: str | None = None
+) -> str:
+    """A token naming `learner_id` for `ttl_s` seconds, as a platform's server would mint it; `context` (`ctx`) names
+    the course the learner asks in, a pseudonym mentor's LTI launch sets (mentor.lti) and the signals log keeps."""
     if not 1 <= len(learner_id) <= MAX_LEARNER_ID_CHARS:
         raise InvalidInput(f"learner_id: 1-{MAX_LEARNER_ID_CHARS} characters")
     if ttl_s > max_age_s:  # the server would refuse it: say so now rather than hand out a token that never works
         raise InvalidInput(f"a learner token may live at most {max_age_s} s (MENTOR_LEARNER_TOKEN_MAX_AGE_S)")
     now = int(time.time())
-    claims = {"sub": learner_id, "aud": audience, "iat": now, "exp": now + ttl_s}
+    claims: dict[str, str | int] = {"sub": learner_id, "aud": audience, "iat": now, "exp": now + ttl_s}
+    if context is not None:
+        claims["ctx"] = context
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
+
+
+@dataclass(frozen=True, slots=True)
+class LearnerToken:
+    """What a valid learner token says: the learner, and the course (`ctx`) when an LTI launch minted it."""
+
+    learner_id: str
+    context: str | None = None
 
 
 def learner_from_token(token: str, *, secret: str, audience: str, max_age_s: int) -> str:
     """The learner id (`sub`) of a valid token; Unauthorized with a plain reason otherwise."""
+    return read_learner_token(token, secret=secret, audience=audience, max_age_s=max_age_s).learner_id
+
+
+def read_learner_token(token: str, *, secret: str, audience: str, max_age_s: int) -> LearnerToken:
+    """The learner id (`sub`) and course (`ctx`) of a valid token; Unauthorized with a plain reason otherwise."""
     try:
         claims = jwt.decode(
             token,
@@ -68,4 +89,8 @@ def learner_from_token(token: str, *, secret: str, audience: str, max_age_s: int
         raise Unauthorized("the learner token is malformed")
     if not 1 <= len(learner_id) <= MAX_LEARNER_ID_CHARS:
         raise Unauthorized(f"the learner token's sub must be 1-{MAX_LEARNER_ID_CHARS} characters")
-    return learner_id
+    context = claims.get("ctx")
+    # A course pseudonym is 32 hex digits (mentor.privacy.pseudonym); anything else is not one mentor minted.
+    return LearnerToken(
+        learner_id, context if isinstance(context, str) and 0 < len(context) <= MAX_CONTEXT_CHARS else None
+    )

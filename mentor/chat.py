@@ -146,7 +146,7 @@ class ChatService:
             raise
         answered = self._answered(prepared, message, grounds, answer, grounding)
         self._log(answered)  # before remembering the turn: a client leaving now cannot lose the signal
-        await self._remember(prepared, Turn(message, answer.text, grounds.reading.query))
+        await self._remember(prepared, Turn(grounds.said, answer.text, grounds.reading.query))
         yield "done", answered
 
     def _answered(
@@ -170,6 +170,7 @@ class ChatService:
             latency_ms=(time.perf_counter() - prepared.started) * 1000,
             client=prepared.input.client,
             channel=prepared.input.channel,
+            lti_context=prepared.input.lti_context,
         )
 
     def consult(self, message: str, history: tuple[Turn, ...], module_id: str, catalog: Catalog) -> Grounds:

@@ -73,12 +73,12 @@ def export_onnx(model_dir: Path, out_path: Path, *, label: str | None = None) ->
     batch; a manifest next to it (written last) records its digest, so a file changed or cut short later is
     never loaded. Imports torch and transformers: the only function here that does.
     """
+    started = time.perf_counter()  # torch's import is part of what an export costs (~3-4 s of it here)
     import torch
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    started = time.perf_counter()
     model = AutoModel.from_pretrained(str(model_dir)).eval()
 
     class LastHiddenState(torch.nn.Module):

@@ -242,7 +242,8 @@ def embed_cached(embedder: Embedder, texts: list[str], cache_dir: Path | None, *
     except (OSError, ValueError):  # not cached yet, or a file cut short: embed again
         pass
     # The first start embeds ~10 such sets (labelled examples, the module's sentences): seconds each, said aloud.
-    log.info("embedding %d texts (%s) once; later starts read them from %s", len(texts), kind, cache_dir)
+    count = f"{len(texts)} text{'s' if len(texts) != 1 else ''}"
+    log.info("embedding %s (%s) once; later starts read them from %s", count, kind, cache_dir)
     vectors = embedder.embed_documents(texts)
     partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

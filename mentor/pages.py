@@ -24,6 +24,21 @@ _MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False, "typograp
 )
 
 
+def _focusable(rule: str) -> None:
+    """Render a code block as a `<pre>` that takes the keyboard focus: on a phone a wide block scrolls sideways, and a
+    region that scrolls must be reachable without a mouse (axe: scrollable-region-focusable)."""
+    default = _MARKDOWN.renderer.rules[rule]
+
+    def render(renderer, tokens, index, options, env):  # noqa: ANN001, ANN202 - markdown-it's rule signature
+        return default(tokens, index, options, env).replace("<pre>", '<pre tabindex="0">', 1)
+
+    _MARKDOWN.add_render_rule(rule, render)
+
+
+for _rule in ("fence", "code_block"):
+    _focusable(_rule)
+
+
 def render_module(module: Module) -> str:
     """The module's body as HTML; each heading gets its section id as `id`, without the `{#id}` text."""
     tokens = _MARKDOWN.parse(module.body)

@@ -40,6 +40,7 @@ class AnsweredQuestion:
     latency_ms: float
     client: str = "local"
     channel: str = "chat"  # a Channel (mentor.answer): the surface the question came through
+    lti_context: str | None = None  # the LTI course it was asked in (a pseudonym), None outside a launch
     created: float = field(default_factory=time.time)
     reading: Reading | None = None  # the message as read (None when the client left before it was read)
 

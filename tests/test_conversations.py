@@ -1,19 +1,26 @@
-"""The conversation stores: the Protocol's contract, run against the memory store and the Redis one; then the memory
-store's own bounds (count, bytes per conversation, bytes overall), expiry and erasure."""
+"""The conversation stores: the Protocol's contract, run against the memory store, the Redis one and the files
+`mentor ask` keeps; then the memory store's own bounds (count, bytes per conversation, bytes overall), expiry and
+erasure, and what the files are on disk."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
+import stat
+import tempfile
 import time
 import tracemalloc
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
 from mentor.answer import Turn
+from mentor.conversation_files import FileConversationStore
 from mentor.conversations import (
     CONVERSATION_OVERHEAD_BYTES,
     ConversationStore,
@@ -36,11 +43,12 @@ def long_turn(n: int) -> Turn:
 
 class Backend:
     """Builds stores of one kind for a test. Each Redis store has its own clients, as a replica would, and all of
-    a test's share one key prefix, removed afterwards."""
+    a test's share one key prefix, removed afterwards; file stores share one directory, as successive commands do."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.prefix = f"test-conversations:{uuid.uuid4().hex}"
+        self.directory = Path(tempfile.mkdtemp(prefix="test-conversations-")) / "conversations"
         self._clients: list[RedisClients] = []
 
     def store(
@@ -50,6 +58,13 @@ class Backend:
             return MemoryConversationStore(
                 ttl_s=ttl_s,
                 max_conversations=1000,
+                max_conversation_bytes=max_conversation_bytes,
+                tombstone_ttl_s=tombstone_ttl_s,
+            )
+        if self.kind == "files":
+            return FileConversationStore(
+                self.directory,
+                ttl_s=ttl_s,
                 max_conversation_bytes=max_conversation_bytes,
                 tombstone_ttl_s=tombstone_ttl_s,
             )
@@ -77,12 +92,15 @@ class Backend:
         asyncio.run(main())
 
     def remove_keys(self) -> None:
+        shutil.rmtree(self.directory.parent, ignore_errors=True)
+        if self.kind != "redis":
+            return
         with redis.Redis.from_url(REDIS_URL) as client:
             for key in client.scan_iter(match=f"{self.prefix}:*", count=1000):
                 client.delete(key)
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "files"])
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     backend = Backend(request.param)
     yield backend
@@ -328,3 +346,25 @@ def test_erasure_and_expiry_release_their_bytes() -> None:
     with pytest.raises(NotFound):
         run(store.open(old.id, learner_key="a", module_id=MODULE))
     assert run(store.open(fresh.id, learner_key="b", module_id=MODULE)) is fresh
+
+
+def test_command_line_conversations_are_owner_only_files_that_a_later_process_continues(tmp_path) -> None:
+    """What `mentor ask` keeps: one JSON file a conversation, read whole by the next command's store."""
+    directory = tmp_path / "data" / "conversations"
+    first = FileConversationStore(directory, ttl_s=3600)
+    conversation = run(first.open(None, learner_key="k", module_id=MODULE))
+    assert not directory.exists()  # nothing is written until a turn is answered
+    run(first.append(conversation, Turn("what does ZeRO stage 1 shard?", "optimizer states", "ZeRO stage 1")))
+    path = directory / f"{conversation.id}.json"
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700 and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in directory.iterdir()] == [path.name]  # no temporary file left behind
+    later = FileConversationStore(directory, ttl_s=3600)  # another process
+    continued = run(later.open(conversation.id, learner_key="k", module_id=MODULE))
+    assert list(continued.turns) == [Turn("what does ZeRO stage 1 shard?", "optimizer states", "ZeRO stage 1")]
+    assert continued.stored_bytes == conversation.stored_bytes  # the byte budget counts the same turns
+    path.write_text(json.dumps({"format": 0, "learner": "k", "module": MODULE, "turns": []}))
+    with pytest.raises(NotFound):  # another format, or a file cut short, is not continued
+        run(later.open(conversation.id, learner_key="k", module_id=MODULE))
+    path.write_text('{"format": 1, "learner": "k", "mod')
+    with pytest.raises(NotFound):
+        run(later.open(conversation.id, learner_key="k", module_id=MODULE))

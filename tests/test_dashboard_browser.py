@@ -24,7 +24,7 @@ from mentor.bench.cluster import MENTOR
 from mentor.bench.procs import clean_env, free_port, spawn, stop, wait_ready
 from mentor.signals.exports import CSV_COLUMNS
 
-from .browser import SCREENSHOTS, LocalOnly, launch_chromium
+from .browser import LocalOnly, launch_chromium
 
 pytestmark = pytest.mark.slow
 
@@ -39,6 +39,7 @@ LEAVER = "dash-leaver"
 ZERO = ["What does ZeRO stage 2 shard?", "what does ZeRO stage 2 shard", "Which state does ZeRO stage 2 shard?"]
 BREAD = ["how do I bake bread?", "how do I bake sourdough bread?", "how do I bake bread at home?"]
 HOSTILE = "<img src=x onerror=\"window.__pwned='question'\"> <script>window.__pwned='script'</script> sourdough?"
+MISSPELLED = "what does zero stgae 2 shrad?"  # read as "what does zero stage 2 shard?"
 
 
 @dataclass
@@ -73,6 +74,7 @@ def seed(server: Server) -> int:
         assert feedback.status_code == 201, feedback.text
     ask(LEAVER, "what does ZeRO stage 3 shard?")
     ask(LEAVER, "how do I bake rye bread?")
+    ask("dash-reader", MISSPELLED)  # the newest: first in the question browser
     client.close()
     return sum(len(ids) for ids in server.asked.values())
 
@@ -168,7 +170,7 @@ def serious_violations(page) -> list[dict]:
     ]
 
 
-def test_every_panel_shows_the_seeded_signals(tab, server) -> None:
+def test_every_panel_shows_the_seeded_signals(tab, server, tmp_path) -> None:
     page = tab.page
     sign_in(page, server)
     asked = sum(len(ids) for ids in server.asked.values())
@@ -225,8 +227,61 @@ def test_every_panel_shows_the_seeded_signals(tab, server) -> None:
     expect(page.locator("#browser-range")).to_have_text(f"Questions 1–{not_covered} of {not_covered}, newest first.")
     page.locator("#b-kind").select_option("")
     page.locator("#panel-heatmap details").evaluate("(d) => d.open = false")
-    SCREENSHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "dashboard.png"), full_page=True)
+    # For a look when it fails; docs/dashboard.png shows demo data (scripts/screenshots_dashboard.py).
+    page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+
+
+def test_a_row_shows_the_question_as_read_where_it_differs(tab, server) -> None:
+    page = tab.page
+    sign_in(page, server)
+    misread = page.locator("#browser details.question", has_text="stgae").first
+    expect(misread.locator(".q-text")).to_contain_text(MISSPELLED)
+    expect(misread.locator(".q-read")).to_have_text("read as: what does zero stage 2 shard?")
+    expect(misread.locator(".q-read q")).to_have_text("what does zero stage 2 shard?")  # quoted, as text
+    # Read as written (the same words): nothing more to say.
+    same = page.locator("#browser details.question", has_text="how much memory does Adam need for a 7B model?")
+    expect(same.first).to_be_visible()
+    assert same.locator(".q-read").count() == 0
+
+
+def test_hidden_groups_and_an_empty_panel_say_why_and_what_would_show_them(tab, server) -> None:
+    page = tab.page
+    sign_in(page, server)
+    note = page.locator("#cohort-note")
+    expect(note).to_contain_text(re.compile(r"\d+ groups? hidden: fewer than 5 distinct learners are in (it|each)\."))
+    expect(note).to_contain_text("MENTOR_MIN_COHORT=5")  # the setting, as it is set
+    expect(note).to_contain_text("They appear as more learners ask")
+    expect(note).to_contain_text("a lower MENTOR_MIN_COHORT shows them")
+    expect(page.locator("#panel-heatmap .hidden-note")).to_contain_text("fewer than 5 learners (MENTOR_MIN_COHORT)")
+    # A range nobody asked in: the gaps panel says why it is empty and what it would show.
+    page.locator("#f-from").fill("2001-01-01")
+    page.locator("#f-to").fill("2001-01-31")
+    page.locator("#filters button[type=submit]").click()
+    gaps = page.locator("#gaps")
+    expect(gaps).to_contain_text("Fewer than 5 learners asked anything in this range")
+    expect(gaps).to_contain_text("MENTOR_MIN_COHORT")
+    expect(gaps).to_contain_text("Here you would see the questions the module does not answer, grouped by meaning")
+    expect(page.locator("#asked")).to_contain_text("Here you would see the questions learners ask most")
+
+
+def test_a_phone_never_scrolls_the_page_sideways(tab, server) -> None:
+    """390 px wide, as an iPhone 12-15: wide charts scroll inside their own regions, the page does not."""
+    page = tab.page
+    page.set_viewport_size({"width": 390, "height": 844})
+    sign_in(page, server)
+    expect(page.locator("#feedback-sections svg")).to_be_visible()
+    page.locator("#browser details.question summary").first.click()  # an open answer with its passages
+    page.locator("#panel-heatmap summary").click()  # and the heatmap's table
+    page.locator("#b-section").select_option(index=1)  # the longest option text: a section title
+    page.locator("#b-section").select_option("")
+    width = page.evaluate("() => [document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]")
+    assert width[0] <= width[1] == 390, width
+    from axe_playwright_python.sync_playwright import Axe
+
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        violations = Axe().run(page).response["violations"]
+        assert [(v["id"], v["impact"]) for v in violations] == [], scheme
 
 
 def test_exports_download_and_parse(tab, server) -> None:

@@ -206,3 +206,51 @@ def test_an_existing_database_file_is_tightened(tmp_path) -> None:
     database.chmod(0o644)
     make_engine(f"sqlite:///{database}").dispose()
     assert mode(database) == 0o600
+
+
+def redis_value(client, key: bytes):  # noqa: ANN201 - whatever the key holds, as text
+    kind = client.type(key).decode()
+    read = {"string": client.get, "list": lambda k: client.lrange(k, 0, -1), "hash": client.hgetall}
+    read |= {"set": client.smembers, "zset": lambda k: client.zrange(k, 0, -1)}
+    value = read[kind](key)
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, list | set):
+        return [v.decode(errors="replace") if isinstance(v, bytes) else v for v in value]
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+@pytest.mark.parametrize("kind", ["redis", "files"])
+def test_no_personal_detail_reaches_the_conversation_store(tmp_path, runtime, kind) -> None:
+    """Conversations kept between requests (Redis, which may persist to disk; files for `mentor ask`) hold the
+    message as scrubbed, never as written: the turns are what the next question is read and searched with."""
+    import asyncio
+
+    from mentor.answer import ChatInput
+    from mentor.record import NoSink
+    from mentor.runtime import LearnerState, build_chat
+
+    from .conftest import MODULE_ID, UNLIMITED, make_settings
+
+    prefix = f"test-pii-conversations-{uuid.uuid4().hex[:12]}"
+    redis = {"redis_url": "redis://127.0.0.1:6379/0", "redis_prefix": prefix} if kind == "redis" else {}
+    settings = make_settings(tmp_path, **UNLIMITED | redis)
+    state = LearnerState.build(settings) if kind == "redis" else LearnerState.between_commands(settings)
+    chat = build_chat(settings, runtime.catalog, runtime.embedder, sink=NoSink(), state=state)
+
+    async def converse() -> None:
+        conversation = None
+        for question, _ in PII_CASES:
+            answered = await chat.ask(ChatInput(message=question, module_id=MODULE_ID, conversation_id=conversation))
+            conversation = answered.conversation_id
+
+    asyncio.run(converse())
+    if kind == "redis":
+        keys = state.redis.sync.keys(f"{prefix}:*")
+        stored = b"".join(json.dumps(redis_value(state.redis.sync, key)).encode() for key in keys)
+        state.redis.sync.delete(*keys)
+    else:
+        stored = files_bytes(*(tmp_path / "data" / "conversations").rglob("*"))
+    assert stored, "nothing was kept: the test reads the wrong place"
+    found = [detail for _, details in PII_CASES for detail in details if leaked(stored, detail)]
+    assert found == []

@@ -168,7 +168,12 @@ def answers(page) -> list[dict]:
 
 
 def open_demo(page, server: Server, module: str | None = None) -> None:
+    """Open the demo page with the box ready to ask: on a narrow screen the box is a launcher, opened here."""
     page.goto(f"{server.url}/" + (f"?module={module}" if module else ""))
+    expect(box(page).locator(".panel, button.launcher").first).to_be_visible()
+    launcher = box(page).locator("button.launcher")
+    if launcher.is_visible():
+        launcher.click()
     expect(box(page).locator("form.ask textarea")).to_be_visible()
 
 
@@ -361,7 +366,7 @@ def test_keyboard_only_from_the_page_to_a_footnote(page, server) -> None:
     page.keyboard.press("Tab")  # the skip link comes first
     assert page.evaluate("() => document.activeElement.textContent") == "Skip to Ask the mentor"
     page.keyboard.press("Enter")
-    for _ in range(3):  # past the box's "New conversation" button
+    for _ in range(6):  # past the box's "New conversation" button and its three starter questions
         page.keyboard.press("Tab")
         if (focused_in_box(page) or {}).get("tag") == "TEXTAREA":
             break
@@ -586,3 +591,243 @@ def test_the_box_on_an_allowed_origin_works_and_on_another_fails_plainly(page, s
     error = turn.locator(".error")
     assert error.get_attribute("role") == "alert"
     assert error.inner_text().startswith(f"The mentor at {server.url} cannot be reached from this page.")
+
+
+# --- the first screen, starter questions, stop, copy, ask again, a calculation said once, a greeting ----------------
+
+
+def axe_clean(page) -> None:
+    assert serious_violations(page) == []
+
+
+@pytest.mark.parametrize("width,height", [(390, 844), (1366, 768)])
+def test_the_ask_field_is_on_the_first_screen(page, server, width, height) -> None:
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(f"{server.url}/")
+    field = box(page).locator("form.ask textarea")
+    launcher = box(page).locator("button.launcher")
+    if width < 960:  # one column: the box floats behind a launcher at the bottom of the first screen
+        expect(launcher).to_be_in_viewport(ratio=1)
+        expect(field).to_be_hidden()
+        launcher.click()
+        assert launcher.get_attribute("aria-expanded") == "true"
+        assert box(page).locator(".panel").get_attribute("role") == "dialog"
+    else:  # beside the module, open
+        expect(launcher).to_be_hidden()
+    expect(field).to_be_in_viewport(ratio=1)
+    if width < 960:
+        expect(field).to_be_focused()  # opened: ready to type
+    assert page.evaluate("() => window.scrollY") == 0  # nothing was scrolled to get there
+    scroll_width, inner_width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    assert scroll_width <= inner_width, (scroll_width, inner_width)  # no sideways scroll
+    panel = box(page).locator(".panel").bounding_box()
+    assert panel["x"] >= 0 and panel["x"] + panel["width"] <= width
+    axe_clean(page)
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"first-screen-{width}.png"))
+
+
+def test_the_box_follows_the_window_between_launcher_and_inline(page, server) -> None:
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.goto(f"{server.url}/")
+    field = box(page).locator("form.ask textarea")
+    expect(field).to_be_in_viewport(ratio=1)
+    page.set_viewport_size({"width": 390, "height": 844})  # a window made narrow, a phone turned
+    expect(box(page).locator("button.launcher")).to_be_in_viewport(ratio=1)
+    expect(field).to_be_hidden()
+    page.set_viewport_size({"width": 1366, "height": 768})
+    expect(field).to_be_in_viewport(ratio=1)
+    expect(box(page).locator("button.launcher")).to_be_hidden()
+
+
+def test_starter_questions_come_from_the_module_headings_and_ask(page, server) -> None:
+    open_demo(page, server)
+    (module,) = [m for m in httpx.get(f"{server.url}/v1/modules").json() if m["id"] == MODULE]
+    chips = box(page).locator(".starters button.starter")
+    expect(chips).to_have_count(3)
+    assert chips.all_inner_texts() == [s["question"] for s in module["starters"]]
+    for starter in module["starters"]:  # each names its heading's subject, as the page shows that heading
+        heading = page.locator(f"main #{starter['section_id']}").inner_text()
+        subject = heading.split("—")[-1].split("(")[0].strip()
+        assert subject.lower() in starter["question"].lower(), (heading, starter["question"])
+    chosen = chips.nth(2).inner_text()
+    chips.nth(2).click()
+    turn = box(page).locator(".turn")
+    expect(turn.locator(".feedback")).to_have_count(1, timeout=20_000)
+    assert turn.locator(".question").inner_text() == f"You: {chosen}"
+    (done,) = answers(page)
+    assert not done["out_of_scope"] and done["citations"] and done["grounding"]["grounded"]
+    assert turn.locator("button.cite").count() >= 1
+    expect(box(page).locator(".starters")).to_have_count(0)  # asked: the offer is gone
+    assert focused_in_box(page)["tag"] == "TEXTAREA"
+    box(page).locator("button", has_text="New conversation").click()
+    expect(chips).to_have_count(3)  # a new conversation offers them again
+
+
+@dataclass
+class SlowStream:
+    """A stand-in for the mentor's stream: a word every 0.1 s for 30 s, and whether its client hung up early."""
+
+    url: str
+    hung_up: threading.Event
+    words_sent: list[int]
+
+
+@pytest.fixture(scope="module")
+def slow_stream() -> Iterator[SlowStream]:
+    hung_up = threading.Event()
+    words_sent = [0]
+
+    class Handler(QuietHandler):
+        def cors(self) -> None:
+            self.send_header("Access-Control-Allow-Origin", "*")
+            self.send_header("Access-Control-Allow-Headers", "content-type, authorization")
+            self.send_header("Access-Control-Allow-Methods", "GET, POST")
+
+        def do_OPTIONS(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(204)
+            self.cors()
+            self.end_headers()
+
+        def do_GET(self) -> None:  # noqa: N802 - /v1/modules and /v1/tools: nothing to offer
+            self.send_response(200)
+            self.cors()
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b"[]")
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.cors()
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            meta = {"question_id": "0" * 32, "conversation_id": "c" * 32, "module_id": MODULE}
+            try:
+                self.wfile.write(f"event: meta\ndata: {json.dumps(meta)}\n\n".encode())
+                for n in range(300):
+                    self.wfile.write(f"event: delta\ndata: {json.dumps({'text': f'word{n} '})}\n\n".encode())
+                    self.wfile.flush()
+                    words_sent[0] = n + 1
+                    time.sleep(0.1)
+            except (BrokenPipeError, ConnectionResetError):
+                hung_up.set()
+
+    origin = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=origin.serve_forever, daemon=True).start()
+    yield SlowStream(f"http://127.0.0.1:{origin.server_address[1]}", hung_up, words_sent)
+    origin.shutdown()
+
+
+def test_stop_ends_a_streaming_answer_and_closes_its_connection(page, server, slow_stream) -> None:
+    # What is verified: Stop shows only while an answer streams; clicking it aborts the fetch (the stand-in server
+    # sees its client hang up while it still had 25 s of words to send), keeps what had arrived marked unfinished,
+    # and gives the box back (Ask enabled, focus in the field). The real mentor's side of a client leaving (the model
+    # stops, the question is logged as abandoned) is tested in test_chat_stream.py. The box is on the other site's
+    # page: the demo page's Content-Security-Policy lets it call its own origin only.
+    page.goto(server.allowed_page)
+    box(page).locator("button.launcher").click()
+    box(page).evaluate("(e, api) => e.setAttribute('api', api)", slow_stream.url)
+    stop_button = box(page).locator("button.stop")
+    expect(stop_button).to_be_hidden()
+    field = box(page).locator("form.ask textarea")
+    field.fill("tell me everything")
+    field.press("Enter")
+    turn = box(page).locator(".turn")
+    expect(turn.locator(".md")).to_contain_text("word3", timeout=10_000)
+    expect(stop_button).to_be_visible()
+    assert box(page).locator("button.send").get_attribute("aria-disabled") == "true"
+    stop_button.click()
+    expect(turn.locator(".stopped")).to_have_text("Stopped: the answer above is unfinished.")
+    assert slow_stream.hung_up.wait(5), "the stream's connection stayed open after Stop"
+    assert slow_stream.words_sent[0] < 250
+    shown = turn.locator(".md").inner_text()
+    time.sleep(0.5)  # no more words arrive after Stop
+    assert turn.locator(".md").inner_text() == shown and "word3" in shown
+    expect(stop_button).to_be_hidden()
+    assert box(page).locator("button.send").get_attribute("aria-disabled") is None
+    assert focused_in_box(page)["tag"] == "TEXTAREA"
+    assert answers(page) == [] and turn.locator(".error").count() == 0
+    expect(turn.locator(".actions button.retry")).to_be_visible()  # and it may be asked again
+
+
+def test_copy_puts_the_answer_and_its_sources_on_the_clipboard(page, server) -> None:
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
+    open_demo(page, server)
+    turn = ask(page, "why is bf16 preferred over fp16 for training?")
+    print("TURN", turn.inner_text())
+    (done,) = answers(page)
+    copy = turn.locator(".actions button.copy")
+    copy.click()
+    expect(copy).to_have_text("Copied")
+    copied = page.evaluate("() => navigator.clipboard.readText()")
+    text, _, sources = copied.partition("\n\nSources:\n")
+    assert "**" not in text and "[1]" in text
+    assert text.split("[1]")[0].strip() in done["answer"]  # the answer's own words, emphasis dropped
+    first = done["citations"][0]
+    assert sources.splitlines()[0] == f"[1] {first['section_title']} ({server.url}/#{first['section_id']})"
+    assert len(sources.splitlines()) == len(done["citations"])
+    expect(box(page).locator("[aria-live=polite]")).to_contain_text("Copied the answer and its sources.")
+
+
+def test_ask_again_re_asks_the_last_question_after_a_failure(page, server) -> None:
+    failures = [1]
+
+    def first_fails(route) -> None:
+        if failures and failures.pop():
+            route.fulfill(
+                status=503,
+                headers={"Content-Type": "application/json", "Access-Control-Allow-Origin": "*"},
+                body=json.dumps({"error": "unavailable", "message": "The mentor is restarting."}),
+            )
+        else:
+            route.continue_()
+
+    page.route("**/v1/chat/stream", first_fails)
+    open_demo(page, server)
+    ask(page, MEMORY_QUESTION)
+    failed = ask(page, "why is bf16 preferred over fp16 for training?")
+    assert failed.locator(".error").inner_text() == "The mentor is restarting."
+    retries = box(page).locator(".actions button.retry")
+    expect(retries).to_have_count(1)  # only the last question has it
+    with page.expect_request(f"{server.url}/v1/chat/stream") as sent:
+        failed.locator("button.retry").click()
+    body = json.loads(sent.value.post_data)
+    assert body["message"] == "why is bf16 preferred over fp16 for training?"
+    assert body["conversation_id"] == answers(page)[0]["conversation_id"]  # the same conversation goes on
+    again = box(page).locator(".turn").nth(2)
+    expect(again.locator(".feedback")).to_have_count(1, timeout=20_000)
+    assert "bf16" in again.locator(".md").inner_text()
+    expect(retries).to_have_count(1)
+    assert again.locator("button.retry").count() == 1
+
+
+def test_a_calculation_is_said_once_by_its_card_with_one_line_of_prose(page, server) -> None:
+    page.set_viewport_size({"width": 1280, "height": 1350})
+    open_demo(page, server)
+    turn = ask(page, MEMORY_QUESTION)
+    (done,) = answers(page)
+    (call,) = done["tool_calls"]
+    assert call["explanation"] in done["answer"]  # the API's text keeps every figure (grounding, eval)
+    prose = turn.locator(".md").inner_text()
+    assert "Training memory: worked out in the card below." in prose
+    assert "optimizer state = 7B params × 12 bytes" not in prose  # the formula is not printed twice
+    assert "112 GB" in turn.locator(".card .formula").inner_text()
+    assert "Adam keeps momentum" in prose  # the module's own words stay
+    # A calculator whose explanation opens with a verdict in words keeps that sentence as the line.
+    fit = ask(page, "will a 7B model fit on one 80 GB GPU for training?")
+    (call,) = answers(page)[1]["tool_calls"]
+    verdict = call["explanation"].split(". ")[0]
+    line = fit.locator(".md p").first.inner_text()
+    assert line == f"{call['title']}: {verdict}. The figures are in the card below.", line
+    assert box(page).locator(".md").nth(1).inner_text().count("=") == 0
+
+
+def test_a_greeting_gets_a_short_kind_reply_in_the_box(page, server) -> None:
+    open_demo(page, server)
+    turn = ask(page, "hi")
+    text = turn.locator(".md").inner_text()
+    assert text.startswith("Hi!") and "Training at scale" in text
+    assert turn.locator(".answer.redirect, .badge, .verdict").count() == 0  # not refused, nothing to check
+    thanks = ask(page, "thank you so much")
+    assert "You're welcome" in thanks.locator(".md").inner_text()

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from mentor.auth import learner_from_token
+from mentor.auth import read_learner_token
 from mentor.errors import Unauthorized
 from mentor.runtime import Runtime
 from mentor.settings import Settings
@@ -59,6 +59,7 @@ class Learner:
     token_learner: str | None  # the `sub` of a valid learner token
     may_name_learner: bool  # a raw learner_id is believed: tokens are not required, or the server key was sent
     server_vouched: bool = False  # the server key was sent and matched: the platform's server names the learner
+    token_context: str | None = None  # the `ctx` (LTI course pseudonym) of a valid learner token
 
     @property
     def authenticated(self) -> bool:
@@ -100,20 +101,28 @@ async def get_learner(
     secret = settings.learner_token_secret
     if secret is None:
         return Learner(token_learner=None, may_name_learner=True)
-    token_learner = None
+    token = None
     if credentials is not None:
-        token_learner = learner_from_token(
+        token = read_learner_token(
             credentials.credentials.strip(),
             secret=secret.get_secret_value(),
             audience=settings.learner_token_audience,
             max_age_s=settings.learner_token_max_age_s,
         )
+    token_learner = token.learner_id if token is not None else None
     if server_key is None:
-        return Learner(token_learner=token_learner, may_name_learner=False)
+        return Learner(
+            token_learner=token_learner, may_name_learner=False, token_context=token.context if token else None
+        )
     expected = settings.server_key.get_secret_value() if settings.server_key is not None else ""
     if not expected or not hmac.compare_digest(server_key.encode(), expected.encode()):
         raise Unauthorized(f"{SERVER_KEY_HEADER} does not match this server's key")
-    return Learner(token_learner=token_learner, may_name_learner=True, server_vouched=True)
+    return Learner(
+        token_learner=token_learner,
+        may_name_learner=True,
+        server_vouched=True,
+        token_context=token.context if token else None,
+    )
 
 
 LearnerDep = Annotated[Learner, Depends(get_learner)]

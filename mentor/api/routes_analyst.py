@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from itertools import chain
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -18,7 +18,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from mentor.api.deps import ClientKeyDep, RuntimeDep, require_token
 from mentor.api.schemas import ErrorResponse
 from mentor.api.schemas_analyst import QuestionPage, SignalSummary
-from mentor.errors import InvalidInput, NotReady
+from mentor.errors import InvalidInput, NotReady, Unauthorized
+from mentor.lti.analytics import course_of
 from mentor.runtime import Runtime
 from mentor.settings import Settings
 from mentor.signals.exports import MEDIA_TYPES, export_lines
@@ -31,19 +32,30 @@ bearer = HTTPBearer(auto_error=False, description="The analyst token (MENTOR_ANA
 
 
 async def require_analyst(
+    request: Request,
     runtime: RuntimeDep,
     client_key: ClientKeyDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-) -> None:
-    """Only the analyst token opens these routes; learner identifiers never do. Wrong tokens are counted per
-    address: past MENTOR_RATE_LIMIT_BAD_TOKENS_PER_MINUTE, the address gets 429 whatever it sends."""
+) -> str | None:
+    """Only the analyst token opens these routes, or a course token an LTI staff launch gave (mentor/lti/analytics.py):
+    then the course (its pseudonym) is returned and every query is limited to it. Learner identifiers never do.
+    Wrong tokens are counted per address: past MENTOR_RATE_LIMIT_BAD_TOKENS_PER_MINUTE, the address gets 429
+    whatever it sends."""
+    presented = credentials.credentials.strip() if credentials is not None else ""
+    course = course_of(getattr(request.app.state, "lti", None), presented)
+    if course is not None:
+        return course
     await require_token(
-        credentials.credentials.strip() if credentials is not None else "",
+        presented,
         runtime.analyst_token,
         runtime=runtime,
         client_key=client_key,
         refusal="analyst routes need 'Authorization: Bearer <analyst token>'",
     )
+    return None
+
+
+CourseDep = Annotated[str | None, Depends(require_analyst)]  # None: the analyst token, every course
 
 
 router = APIRouter(
@@ -91,12 +103,13 @@ def filters(
         Literal["full", "partial", "none"] | None,
         Query(description="How much of the question the module answered; partial marks where the module falls short."),
     ] = None,
+    course: CourseDep = None,
 ) -> Filters:
     """The analyst filters, checked here so that an export refuses them before its first byte."""
     since, until = as_utc("since", since), as_utc("until", until)
     if since and until and since > until:
         raise InvalidInput("since: must not be after until")
-    return Filters(module_id, since, until, section_id, out_of_scope, grounded, coverage)
+    return Filters(module_id, since, until, section_id, out_of_scope, grounded, coverage, lti_context=course)
 
 
 def as_utc(name: str, moment: datetime | None) -> datetime | None:
@@ -209,8 +222,10 @@ def export(
 
 
 @router.delete("/learners/{learner_id}", status_code=204, response_class=Response)
-async def erase(learner_id: str, runtime: RuntimeDep) -> Response:
-    """Erase everything of one learner, given by the host app's id."""
+async def erase(learner_id: str, runtime: RuntimeDep, course: CourseDep = None) -> Response:
+    """Erase everything of one learner, given by the host app's id (an LTI learner's: `mentor lti learner-id`)."""
+    if course is not None:
+        raise Unauthorized("erasing a learner needs the analyst token, not a course's")
     if not learner_id.strip() or len(learner_id) > 200:
         raise InvalidInput("learner_id: 1-200 characters")
     await asyncio.to_thread(runtime.writer.flush, 5.0)  # what is in flight is erased too

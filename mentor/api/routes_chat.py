@@ -100,6 +100,7 @@ def to_input(body: ChatRequest, request: Request, learner: Learner, *, channel: 
         client=client_address(request),
         authenticated=learner.authenticated,
         channel=channel,
+        lti_context=learner.token_context,
     )
 
 

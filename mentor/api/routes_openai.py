@@ -31,7 +31,7 @@ from fastapi.routing import APIRoute
 from sse_starlette import EventSourceResponse
 
 from mentor.answer import ChatInput, Turn
-from mentor.api.deps import Learner, LearnerDep, RuntimeDep
+from mentor.api.deps import Learner, LearnerDep, RuntimeDep, client_address
 from mentor.api.schemas_openai import (
     DEFAULT_MODEL,
     SSE_CHUNK,
@@ -245,7 +245,8 @@ def to_input(body: ChatCompletionRequest, request: Request, learner: Learner, mo
         message=question,
         module_id=module.id,
         learner_id=learner.resolve(body.user),
-        client=request.client.host if request.client else "unknown",
+        client=client_address(request),
+        authenticated=learner.authenticated,
         channel="openai",
         history=history,
     )

@@ -28,8 +28,8 @@ nav{margin:0 0 .75rem}
 """
 
 
-def csp(*, script_hashes: Sequence[str] = (), form_action: str = "'self'") -> str:
-    """The CSP of an LTI page: this origin's scripts (and the given inline ones), framed by any page."""
+def csp(*, script_hashes: Sequence[str] = (), form_action: str = "'self'", framed: bool = True) -> str:
+    """The CSP of an LTI page: this origin's scripts (and the given inline ones), framed by any page (or none)."""
     scripts = " ".join(["'self'", *(f"'{h}'" for h in script_hashes)])
     return "; ".join(
         [
@@ -38,7 +38,7 @@ def csp(*, script_hashes: Sequence[str] = (), form_action: str = "'self'") -> st
             "style-src 'self' 'unsafe-inline'",
             "img-src 'self' data:",
             "connect-src 'self'",
-            "frame-ancestors *",
+            "frame-ancestors *" if framed else "frame-ancestors 'none'",
             "base-uri 'none'",
             f"form-action {form_action}",
         ]
@@ -55,7 +55,7 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def _page(title: str, body: str, *, head: str = "") -> str:
+def page_html(title: str, body: str, *, head: str = "") -> str:
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -72,14 +72,11 @@ def _page(title: str, body: str, *, head: str = "") -> str:
 """
 
 
-def box_page(module: Module, *, token: str, analyst_url: str | None = None) -> str:
-    """The "Ask the mentor" box for one module, signed in with a learner token (the widget as any page embeds it)."""
-    nav = (
-        f'<nav><a href="{escape(analyst_url)}" target="_blank" rel="noopener">Course analytics</a></nav>\n'
-        if analyst_url
-        else ""
-    )
-    return _page(
+def box_page(module: Module, *, token: str, staff_form: str = "") -> str:
+    """The "Ask the mentor" box for one module, signed in with a learner token (the widget as any page embeds it);
+    `staff_form` opens the course's analytics, for course staff only."""
+    nav = f"<nav>{staff_form}</nav>\n" if staff_form else ""
+    return page_html(
         module.title,
         f"<main>\n<h1>Ask the mentor · {escape(module.title)}</h1>\n{nav}"
         f'<mentor-chat module="{escape(module.id)}" token="{escape(token)}" mode="inline"></mentor-chat>\n</main>',
@@ -95,7 +92,7 @@ def picker_page(modules: Sequence[Module], *, session: str, multiple: bool) -> s
         f"{escape(m.title)} <small>({escape(m.id)})</small></label>"
         for i, m in enumerate(modules)
     )
-    return _page(
+    return page_html(
         "Place Ask the mentor",
         '<main>\n<h1>Place "Ask the mentor" in this course</h1>\n'
         '<form method="post" action="/lti/deep-link">\n'
@@ -111,7 +108,7 @@ AUTOPOST = "document.forms[0].submit();"
 def autopost_page(return_url: str, token: str) -> tuple[str, str]:
     """The page that posts the deep-linking response to the platform (at once, or with the button without script),
     and the CSP allowing that one script and that one form target."""
-    html = _page(
+    html = page_html(
         "Returning to the course",
         f'<form method="post" action="{escape(return_url)}">\n'
         f'<input type="hidden" name="JWT" value="{escape(token)}">\n'
@@ -127,7 +124,7 @@ CLOSE = "(window.opener || window.parent).postMessage({subject: 'org.imsglobal.l
 
 def registered_page(issuer: str, client_id: str) -> tuple[str, str]:
     """The end of dynamic registration, and its CSP."""
-    html = _page(
+    html = page_html(
         "Registered",
         f"<main>\n<h1>mentor is registered</h1>\n<p>Platform {escape(issuer)}, client id {escape(client_id)}.</p>\n"
         '<p class="note">You can close this window.</p>\n</main>\n'
@@ -138,7 +135,7 @@ def registered_page(issuer: str, client_id: str) -> tuple[str, str]:
 
 def refusal_page(status: int, message: str) -> str:
     """A plain page saying why (the reason goes to the log line, the sentence to the person)."""
-    return _page(
+    return page_html(
         "Cannot open mentor",
         f"<main>\n<h1>mentor cannot open this link</h1>\n<p>{escape(message)}</p>\n"
         f'<p class="note">HTTP {status}. If it keeps happening, tell your course\'s administrator.</p>\n</main>',

@@ -20,6 +20,7 @@ from fastapi.routing import APIRoute
 
 from mentor.errors import ConfigError, MentorError, NotFound
 from mentor.lti import claims as c
+from mentor.lti.analytics import analytics_form, course_of, course_token, handoff_page
 from mentor.lti.deep_linking import PickedModule, read_session, response_token, session_token
 from mentor.lti.errors import LtiRefused
 from mentor.lti.launch import Launch, pick_registration
@@ -204,7 +205,10 @@ def box(lti: LtiService, verified: Launch) -> HTMLResponse:
     module = modules.get(module_id)
     if module is None:
         raise LtiRefused("unknown_module", f"module {module_id[:200]!r} is not served by this mentor", status=404)
-    return page(box_page(module, token=lti.learner_token(verified)))
+    staff_form = ""
+    if verified.staff and verified.context_key is not None:
+        staff_form = analytics_form(course_token(lti.signer, verified.context_key))
+    return page(box_page(module, token=lti.learner_token(verified), staff_form=staff_form))
 
 
 def picker(lti: LtiService, verified: Launch) -> HTMLResponse:
@@ -292,4 +296,22 @@ async def register(
         len(deployment_ids),
     )
     html, policy = registered_page(registration.issuer, registration.client_id)
+    return page(html, policy=policy)
+
+
+@router.post(
+    "/analytics",
+    summary="Open the dashboard limited to a course (course staff, from their launch page)",
+    response_class=HTMLResponse,
+    responses=REFUSALS,
+    openapi_extra={"requestBody": {"required": True, "content": FORM}},
+)
+async def analytics(request: Request, lti: LtiDep) -> HTMLResponse:
+    """Hand the staff launch's course token to the dashboard (in this tab's storage) and open it."""
+    token = first_values(await read_fields(request)).get("course_token", "")
+    if course_of(lti, token) is None:
+        raise LtiRefused(
+            "bad_course_token", "this course analytics link has expired; open it again from the course", status=401
+        )
+    html, policy = handoff_page(token)
     return page(html, policy=policy)

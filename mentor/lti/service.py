@@ -58,6 +58,7 @@ class LtiService:
             audience=settings.learner_token_audience,
             ttl_s=min(BOX_TOKEN_TTL_S, settings.learner_token_max_age_s),
             max_age_s=settings.learner_token_max_age_s,
+            context=launch.context_key,
         )
 
     def invite_url(self, ttl_s: int) -> str:

@@ -36,6 +36,7 @@ class Filters:
     out_of_scope: bool | None = None
     grounded: bool | None = None
     coverage: str | None = None
+    lti_context: str | None = None  # one LTI course's questions (a course analyst token sets it: mentor.lti)
 
     def apply(self, query: Any) -> Any:
         if self.since and self.until and self.since > self.until:
@@ -48,6 +49,7 @@ class Filters:
             QuestionRow.out_of_scope == self.out_of_scope if self.out_of_scope is not None else None,
             QuestionRow.grounded == self.grounded if self.grounded is not None else None,
             QuestionRow.coverage == self.coverage if self.coverage is not None else None,
+            QuestionRow.lti_context == self.lti_context if self.lti_context is not None else None,
         ]
         return query.where(*[c for c in conditions if c is not None])
 

@@ -70,6 +70,7 @@ def question_record(result: AnsweredQuestion, *, embed: Callable[[str], np.ndarr
             "redactions": sorted(scrub.kinds),
             "style": result.style,
             "channel": result.channel,
+            "lti_context": result.lti_context,
             "engine": answer.engine,
             "model": answer.model,
             "prompt_version": answer.prompt_version,

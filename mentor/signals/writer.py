@@ -481,4 +481,5 @@ def question_values(record: dict[str, Any]) -> dict[str, Any]:
     # is refused by executemany (every row must name the same columns), then written one by one.
     values.setdefault("channel", None)
     values.setdefault("read_as", None)  # likewise before migration 0004
+    values.setdefault("lti_context", None)  # and 0005
     return values | {"id": record["question_id"]}

@@ -17,6 +17,9 @@ const PANELS = {
 };
 
 const $ = (id) => document.getElementById(id);
+// A phone's width (390 px): charts put their labels in less room, or above their bars, so the page never scrolls
+// sideways; a wide heatmap still scrolls inside its own region.
+const narrow = () => window.matchMedia("(max-width: 40rem)").matches;
 const state = { cursors: [null], page: 0, next: null, timer: null, titles: new Map() };
 
 // ------------------------------------------------------------------------------------------------ DOM helpers
@@ -206,9 +209,8 @@ function renderSummary(s) {
     const section = $(`panel-${panel}`);
     section.querySelector(".hidden-note")?.remove();
     if (hidden) {
-      section.append(
-        el("p", { className: "hidden-note" }, `${plural(hidden, "group")} hidden (fewer than ${s.min_cohort} learners).`),
-      );
+      const why = `each from fewer than ${s.min_cohort} learners (${s.min_cohort_setting})`;
+      section.append(el("p", { className: "hidden-note" }, `${plural(hidden, "group")} hidden here: ${why}.`));
     }
   }
   const sections = $("b-section");
@@ -239,7 +241,8 @@ function renderHeatmap(map, minCohort) {
   }
   const cell = 24;
   const gap = 3;
-  const labelWidth = 270;
+  const labelWidth = narrow() ? 150 : 270;
+  const labelChars = narrow() ? 20 : 36;
   const head = 64;
   const step = cell + gap;
   const totalWidth = 80;
@@ -271,7 +274,7 @@ function renderHeatmap(map, minCohort) {
       svg(
         "text",
         { x: 4 + indent, y: y + cell * 0.7, className: `row-label${row.module_id ? "" : " extra"}` },
-        labelled(row.title, row.level >= 3 ? 34 : 36),
+        labelled(row.title, row.level >= 3 ? labelChars - 2 : labelChars),
       ),
     );
     row.counts.forEach((count, i) => {
@@ -347,7 +350,12 @@ function cohortNote(s) {
     return `Groups with fewer than ${s.min_cohort} distinct learners would be hidden (${setting}); none is.`;
   }
   return [
-    el("strong", {}, `${plural(s.suppressed_groups, "group")} hidden: fewer than ${s.min_cohort} distinct learners are in each.`),
+    el(
+      "strong",
+      {},
+      `${plural(s.suppressed_groups, "group")} hidden: fewer than ${s.min_cohort} distinct learners are in ` +
+        `${s.suppressed_groups === 1 ? "it" : "each"}.`,
+    ),
     ` The minimum cohort (${setting}) keeps any figure from pointing at one person. They appear as more learners `,
     `ask; on a scratch database (demo data, a trial), a lower ${s.min_cohort_setting} shows them.`,
   ];
@@ -400,20 +408,24 @@ function groups(list) {
   );
 }
 
-// Horizontal bars: each row a label, one or more stacked parts, and the numbers in words.
+// Horizontal bars: each row a label, one or more stacked parts, and the numbers in words. On a phone the label
+// goes above its bar, so a row is 300 px wide instead of 610.
 function bars(rows, title) {
-  const labelWidth = 200;
-  const barWidth = 220;
-  const textWidth = 190;
-  const rowHeight = 30;
+  const stacked = narrow();
+  const labelWidth = stacked ? 0 : 200;
+  const barWidth = stacked ? 150 : 220;
+  const textWidth = stacked ? 150 : 190;
+  const rowHeight = stacked ? 46 : 30;
+  const above = stacked ? 16 : 0; // the label's line, when it is above the bar
   const width = labelWidth + barWidth + textWidth;
   const height = rows.length * rowHeight + 4;
   const max = Math.max(1, ...rows.map((r) => r.parts.reduce((sum, p) => sum + p.value, 0)));
   const chart = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", className: "bars" });
   chart.setAttribute("aria-label", `${title}: ${rows.map((r) => `${r.label} ${r.text}`).join("; ")}`);
   rows.forEach((row, i) => {
-    const y = i * rowHeight + 4;
-    chart.append(svg("text", { x: 0, y: y + 16, className: "row-label" }, labelled(row.label, 28)));
+    const y = i * rowHeight + 4 + above;
+    const label = labelled(row.label, stacked ? 40 : 28);
+    chart.append(svg("text", { x: 0, y: y + 16 - above, className: "row-label" }, label));
     let x = labelWidth;
     for (const part of row.parts) {
       const w = (part.value / max) * barWidth;
