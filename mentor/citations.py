@@ -1,9 +1,12 @@
-"""What an answer cites: `[n]` markers turned into citations with quotes, and the grounding check of an answer
-against the passages it cites, the question, the conversation and its tool results.
+"""What an answer cites: `[n]` markers turned into citations with quotes, the same sources in plain words for a
+reader who sees only the text, and the grounding check of an answer against the passages it cites, the question,
+the conversation and its tool results.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import replace
 
 from mentor.answer import Answer, Citation, Question
@@ -25,6 +28,24 @@ def with_citations(answer: Answer) -> Answer:
                 )
     text = prune_markers(answer.text, by_rank)
     return replace(answer, text=text, citations=[cited[n] for n in sorted(cited)])
+
+
+SOURCES_HEADING = "Sources:"
+# The list `sources_in_words` appends, at the very end of a text: what `without_sources` takes off again.
+SOURCES_BLOCK = re.compile(rf"\n\n{SOURCES_HEADING}\n(?:- \[\d+\] [^\n]*(?:\n|\Z))+\Z")
+
+
+def sources_in_words(citations: Sequence[Citation]) -> str:
+    """The sources of an answer for a reader who sees only its text (no citation objects): a list after a blank
+    line, each `[n]` marker with the title of the section it cites; "" when nothing is cited."""
+    if not citations:
+        return ""
+    return "\n\n" + "\n".join([SOURCES_HEADING, *(f"- [{c.n}] {c.section_title}" for c in citations)])
+
+
+def without_sources(text: str) -> str:
+    """`text` without the list `sources_in_words` appended to it (an earlier answer a client sends back)."""
+    return SOURCES_BLOCK.sub("", text)
 
 
 def best_quote(passage_text: str, sentence: str) -> str:

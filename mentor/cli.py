@@ -309,8 +309,8 @@ def ask(
 ) -> None:
     """Ask the mentor in-process, exactly as POST /v1/chat would answer, and say how long each stage took.
 
-    The conversation is kept in the data directory (MENTOR_DATA_DIR/conversations) for MENTOR_CONVERSATION_TTL_S:
-    the id printed last continues it with --conversation, from this shell or another.
+    The conversation is kept in the data directory (MENTOR_DATA_DIR/conversations) until unused for
+    MENTOR_CONVERSATION_TTL_S (6 h): the id printed last continues it with --conversation, from any shell.
     """
     import asyncio
 
@@ -548,10 +548,10 @@ def demo_data(
     try:
         with progress_bar(settings) as bar:
             task = bar.add_task("asking as the demo learners", total=None)
+            advance = functools.partial(bar.advance, task)
             report = fill_demo_data(
-                runtime, cases, runtime.writer, learners=learners, days=days, force=force,
-                progress=lambda n: bar.advance(task, n),
-            )  # fmt: skip
+                runtime, cases, runtime.writer, learners=learners, days=days, force=force, progress=advance
+            )
         written = runtime.writer.flush(60)
     finally:
         runtime.writer.stop()
@@ -560,9 +560,10 @@ def demo_data(
         raise typer.Exit(1)
     where = settings.database if settings.database.startswith("sqlite") else "the signals database"
     replaced = f" (replacing {report.replaced} earlier demo questions)" if report.replaced else ""
+    token = "MENTOR_ANALYST_TOKEN" if settings.analyst_token else settings.data_dir / "analyst.token"
     typer.echo(
         f"wrote {report.questions} questions and {report.ratings} ratings of {report.learners} demo learners to "
-        f"{where}{replaced}; run `mentor serve` and open /dashboard to see them"
+        f"{where}{replaced}; run `mentor serve`, open /dashboard and sign in with the analyst token ({token})"
     )
 
 

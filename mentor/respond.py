@@ -1,6 +1,7 @@
 """The answer to a question, as events: the polite redirect when the module does not cover it (a short kind reply
 when the message only greets, thanks or takes leave), the LLM's answer checked against the passages (retried once,
-with what failed, when it is not grounded), or the extractive engine's (also the LLM's fallback). Both engines' answers stream the same way: text deltas, then the calculator calls.
+with what failed, when it is not grounded), or the extractive engine's (also the LLM's fallback). Both engines'
+answers stream the same way: text deltas, then the calculator calls.
 """
 
 from __future__ import annotations

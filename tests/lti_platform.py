@@ -56,6 +56,7 @@ class PendingLaunch:
     overrides: dict[str, Any] = field(default_factory=dict)  # claim -> value, or DELETE
     sign_with: rsa.RSAPrivateKey | None = None  # another key than the platform's (a forged launch)
     kid: str | None = None
+    hs256_secret: str | None = None  # sign HS256 with this shared secret instead (an algorithm LTI forbids)
 
 
 @dataclass
@@ -136,6 +137,8 @@ class Platform:
                 claims.pop(name, None)
             else:
                 claims[name] = value
+        if launch.hs256_secret is not None:
+            return jwt.encode(claims, launch.hs256_secret, algorithm="HS256", headers={"kid": launch.kid or self.kid})
         return jwt.encode(
             claims, launch.sign_with or self.key, algorithm="RS256", headers={"kid": launch.kid or self.kid}
         )
@@ -289,7 +292,7 @@ def autopost(url: str, fields: dict[str, str]) -> str:
     )
 
 
-FORM = re.compile(r'<form method="post" action="([^"]+)">(.*?)</form>', re.S)
+FORM = re.compile(r'<form method="post" action="([^"]+)"[^>]*>(.*?)</form>', re.S)
 INPUT = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
 
 

@@ -142,6 +142,23 @@ def test_a_launch_signed_with_another_key_is_refused(platform, browser, caplog) 
         refusal(launch(browser, platform, hint).response, caplog, "bad_signature", 401)
 
 
+def test_a_launch_signed_with_another_algorithm_than_rs256_is_refused(platform, browser, caplog) -> None:
+    hint = platform.expect(hs256_secret="a-shared-secret-of-at-least-32-bytes")
+    with caplog.at_level(logging.WARNING, logger="mentor.lti.router"):
+        refusal(launch(browser, platform, hint).response, caplog, "wrong_algorithm", 401)
+
+
+def test_a_launch_from_a_platform_removed_after_login_is_refused(platform, browser, runtime, caplog) -> None:
+    from mentor.lti.registrations import find_registration, remove_registration
+
+    hint = platform.expect()
+    started = browser.get(platform.login_url(hint), follow_redirects=False)
+    action, form = read_form(browser.get(started.headers["location"]).text)
+    remove_registration(runtime.database, find_registration(runtime.database, platform.issuer, platform.client_id).id)
+    with caplog.at_level(logging.WARNING, logger="mentor.lti.router"):
+        refusal(browser.post(action, data=form), caplog, "unknown_registration", 401)
+
+
 def test_a_launch_naming_a_key_the_platform_does_not_publish_is_refused(platform, browser, caplog) -> None:
     hint = platform.expect(sign_with=OTHER_KEY, kid=OTHER_KID)
     with caplog.at_level(logging.WARNING, logger="mentor.lti.router"):

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,10 +19,14 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+import yaml
 from pydantic import SecretStr
 from sqlmodel import Session, select
 
+from mentor.answer import Turn
 from mentor.api import create_app
+from mentor.api.routes_openai import read_messages
+from mentor.api.schemas_openai import ChatMessage
 from mentor.auth import mint_learner_token
 from mentor.db import make_engine
 from mentor.record import NO_SINK
@@ -29,7 +37,7 @@ from mentor.signals.writer import SignalWriter
 from mentor.stub_llm import StubLLM, count_usage
 
 from .chat_helpers import serve
-from .conftest import CORPUS, MODULE_ID, make_settings
+from .conftest import CORPUS, MODULE_ID, ROOT, make_settings
 from .test_chat_llm import fenced, grounded_zero_answer
 
 MEMORY_QUESTION = "How much memory does the optimizer state of a 13B model take?"
@@ -82,6 +90,14 @@ def extension(completion) -> dict:
     """mentor's extension field as the SDK keeps it (an extra field of its model)."""
     assert completion.model_extra is not None and "mentor" in completion.model_extra, completion
     return completion.model_extra["mentor"]
+
+
+def with_sources(mentor: dict) -> str:
+    """What a client showing only `content` is sent: the answer, then a list naming the section of each marker."""
+    if not mentor["citations"]:
+        return mentor["answer"]
+    listed = "\n".join(f"- [{c['n']}] {c['section_title']}" for c in mentor["citations"])
+    return f"{mentor['answer']}\n\nSources:\n{listed}"
 
 
 # --- models --------------------------------------------------------------------------------------------------------
@@ -144,7 +160,7 @@ def test_sync_completion_has_the_standard_shape_and_the_extension(served) -> Non
     (choice,) = completion.choices
     assert choice.finish_reason == "stop" and choice.message.role == "assistant"
     assert "156 GB" in choice.message.content and "ARRR" not in choice.message.content
-    assert choice.message.content == mentor["answer"]
+    assert choice.message.content == with_sources(mentor)
     # The extractive engine runs no model: no tokens are claimed.
     assert (completion.usage.prompt_tokens, completion.usage.completion_tokens, completion.usage.total_tokens) == (
         0,
@@ -193,7 +209,7 @@ def test_streaming_through_the_sdk(served) -> None:
     assert len(middle) > 3 and all(c.choices[0].finish_reason is None for c in middle)
     assert final.choices[0].finish_reason == "stop"
     mentor = extension(final)
-    assert "".join(c.choices[0].delta.content or "" for c in [first, *middle]) == mentor["answer"]
+    assert "".join(c.choices[0].delta.content or "" for c in [first, *middle]) == with_sources(mentor)
     assert final.id == f"chatcmpl-{mentor['question_id']}"
     assert [t["name"] for t in mentor["tool_calls"]] == ["quantized_size"]
     assert all(c.choices[0].delta.tool_calls is None for c in chunks[:-1])  # mentor's calculators are not the client's
@@ -243,6 +259,90 @@ def test_client_held_history_makes_a_follow_up_work(served) -> None:
     assert extension(first)["conversation_id"] == extension(second)["conversation_id"]
     assert extension(alone)["conversation_id"] != extension(first)["conversation_id"]
     assert len(served.runtime.chat.conversations) == stored
+
+
+def test_a_client_that_shows_only_the_text_gets_the_sources_in_words(served) -> None:
+    # No learner tokens required here: any API key is taken, as the SDK, llm and others insist on sending one.
+    client = served.client(api_key=f"sk-any-dummy-{uuid.uuid4().hex}")
+    asked = [{"role": "user", "content": "what does ZeRO stage 1 shard?"}]
+    completion = client.chat.completions.create(model="mentor", messages=asked)
+    mentor = extension(completion)
+    answer, sources = completion.choices[0].message.content.split("\n\nSources:\n")
+    assert answer == mentor["answer"]  # the extension keeps the bare answer
+    assert sources.splitlines() == [f"- [{c['n']}] {c['section_title']}" for c in mentor["citations"]]
+    assert any("Parallelism strategies & ZeRO" in line for line in sources.splitlines())
+    markers = set(re.findall(r"\[(\d+)\]", answer))
+    assert markers and markers <= {str(c["n"]) for c in mentor["citations"]}  # every marker in the text is named
+    # Streamed alike: the list is the last piece of content, before the finish chunk.
+    chunks = list(client.chat.completions.create(model="mentor", messages=asked, stream=True))
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == with_sources(extension(chunks[-1])) and streamed.endswith(sources)
+    # Nothing cited (a redirect), nothing listed.
+    bread = client.chat.completions.create(model="mentor", messages=[{"role": "user", "content": "how to bake bread?"}])
+    assert extension(bread)["out_of_scope"] and bread.choices[0].message.content == extension(bread)["answer"]
+
+    # A client that shows `mentor.citations` itself asks for the answer alone.
+    bare = client.chat.completions.create(model="mentor", messages=asked, extra_body={"mentor_sources": "none"})
+    assert extension(bare)["citations"] and bare.choices[0].message.content == extension(bare)["answer"]
+    chunks = list(
+        client.chat.completions.create(
+            model="mentor", messages=asked, stream=True, extra_body={"mentor_sources": "none"}
+        )
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == extension(chunks[-1])["answer"]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="mentor", messages=asked, extra_body={"mentor_sources": "footnotes"})
+    assert caught.value.param == "mentor_sources"
+
+
+def test_an_answer_sent_back_is_read_without_its_sources_list() -> None:
+    """The list is the facade's way of showing the answer, not part of it: a follow-up reads the answer alone."""
+    sent = [
+        ChatMessage(role="user", content="what does ZeRO stage 1 shard?"),
+        ChatMessage(role="assistant", content="The optimizer states. [1]\n\nSources:\n- [1] Parallelism & ZeRO"),
+        ChatMessage(role="user", content="and what about stage 3?"),
+    ]
+    question, history = read_messages(sent)
+    assert question == "and what about stage 3?"
+    assert history == (Turn("what does ZeRO stage 1 shard?", "The optimizer states. [1]"),)
+    # A learner's own text that merely mentions sources is left as written.
+    written = "Sources: the module.\n\nSources:\nmy notes"
+    assert read_messages([*sent[:1], ChatMessage(role="assistant", content=written), sent[2]])[1][0].answer == written
+
+
+def llm_command() -> Path:
+    """simonw's `llm`, from the venv eval/interop/env.py builds once (~20 s) and caches; skipped, saying why, only
+    when that venv cannot be built (no package index reachable)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "eval/interop/env.py"), "llm"], capture_output=True, text=True, timeout=900
+    )
+    if done.returncode != 0:
+        pytest.skip(f"simonw's llm could not be installed (eval/interop/env.py llm failed):\n{done.stderr[-1500:]}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_llm_prints_an_answer_with_its_sources_and_continues_the_conversation(served, tmp_path) -> None:
+    """`llm -m mentor "…"` as its docs configure an OpenAI-compatible server (extra-openai-models.yaml): no key
+    set (llm then sends a dummy one), answers streamed, the conversation kept by llm and sent back with -c."""
+    llm = llm_command()
+    home = tmp_path / "llm-home"
+    home.mkdir()
+    models = [{"model_id": "mentor", "model_name": "mentor", "api_base": f"{served.url}/v1"}]
+    (home / "extra-openai-models.yaml").write_text(yaml.safe_dump(models))
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"} | {"LLM_USER_PATH": str(home)}
+
+    def run(*args: str) -> str:
+        done = subprocess.run([str(llm), *args], capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    printed = run("-m", "mentor", "what does ZeRO stage 1 shard?")
+    answer, sources = printed.rstrip("\n").split("\n\nSources:\n")
+    assert "optimizer" in answer.lower() and re.search(r"\[1\]", answer), printed
+    assert sources.splitlines()[0] == "- [1] 1 — Parallelism strategies & ZeRO (q16)", printed
+    follow_up = run("-c", "and what about stage 3?")  # llm sends the first answer back, its list included
+    assert "parameters" in follow_up and "\n\nSources:\n- [" in follow_up, follow_up
 
 
 def test_the_signal_row_is_marked_with_its_channel(served) -> None:

@@ -168,3 +168,8 @@ def test_a_missing_static_file_is_a_plain_404(client) -> None:
     response = client.get("/static/box/missing.js")
     assert response.status_code == 404
     assert response.json()["error"] == "not_found"
+
+
+def test_a_code_block_takes_the_keyboard_focus_as_it_may_scroll_sideways() -> None:
+    html = render_module(module_from("# Code {#code}\n\n```text\na wide line\n```\n\n    indented code\n"))
+    assert html.count('<pre tabindex="0">') == 2  # a phone scrolls a wide block: the keyboard must reach it

@@ -30,7 +30,6 @@ from mentor.api import (
     routes_tools,
 )
 from mentor.api.docs import install_docs
-from mentor.lti.router import router as lti_router
 from mentor.api.middleware import (
     HTTPMetrics,
     RequestContext,
@@ -41,6 +40,7 @@ from mentor.api.middleware import (
 )
 from mentor.errors import MentorError, NotReady, RateLimited, Unauthorized
 from mentor.logs import configure_logging
+from mentor.lti.router import router as lti_router
 from mentor.runtime import Runtime, build_runtime
 from mentor.settings import Settings
 from mentor.tools.registry import explain_json_error

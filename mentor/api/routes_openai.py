@@ -5,6 +5,13 @@ Each module is a "model"; the last message is the question and earlier user/assi
 conversation, held by the client. The question goes through the same chat as /v1/chat (validation, learner trust,
 rate limit, signals log, marked channel "openai"), and errors leave in OpenAI's shape, translated from mentor's.
 
+Most clients show only `content` (simonw's llm, Open WebUI, a script printing `message.content`), so the answer's
+`[n]` markers would name nothing: by default `content` ends with a "Sources:" list of the cited sections' titles
+(`mentor.citations.sources_in_words`), taken off again when the client sends the answer back as history. A client
+reading the `mentor` extension asks for the bare answer with `mentor_sources: "none"`. The API key is read only
+when learner tokens are required (MENTOR_LEARNER_TOKEN_SECRET): otherwise any value is accepted, so clients that
+insist on a key can be given a dummy one.
+
 A client writes the `assistant` messages it sends, so they are what the learner was shown by the client's account,
 not mentor's: they reach an LLM quoted inside the user message's `<history>` (`mentor.engines.llm`), with personal
 details replaced and each earlier question read for orders like the current one, never as the model's own turn.
@@ -45,6 +52,7 @@ from mentor.api.schemas_openai import (
     Usage,
     completion_id,
 )
+from mentor.citations import sources_in_words, without_sources
 from mentor.corpus import Module
 from mentor.errors import InvalidInput, MentorError, NotFound, NotReady
 from mentor.intake import Prepared
@@ -232,7 +240,8 @@ def read_messages(messages: list[ChatMessage]) -> tuple[str, tuple[Turn, ...]]:
         if message.role == "user":
             turns.append((text_of(message, index), []))
         elif message.role == "assistant" and turns:
-            turns[-1][1].append(text_of(message, index))
+            # Without the sources list the facade appended to its answer: the answer is what a follow-up reads.
+            turns[-1][1].append(without_sources(text_of(message, index)))
     return question, tuple(Turn(q, "\n\n".join(a for a in answers if a)) for q, answers in turns)
 
 
@@ -265,14 +274,19 @@ async def chat_completions(
     question = to_input(body, request, learner, resolve_model(runtime, body.model))
     if not body.stream:
         answered = await runtime.chat.ask(question)
-        return JSONResponse(ChatCompletion.of(answered, created=int(time.time())).model_dump(mode="json"))
+        completion = ChatCompletion.of(answered, created=int(time.time()), sources=body.mentor_sources == "text")
+        return JSONResponse(completion.model_dump(mode="json"))
     prepared = await runtime.chat.prepare(question)  # 4xx before the stream starts
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    return EventSourceResponse(chunks(runtime, prepared, include_usage=include_usage), sep="\n")
+    sources = body.mentor_sources == "text"
+    return EventSourceResponse(chunks(runtime, prepared, include_usage=include_usage, sources=sources), sep="\n")
 
 
-async def chunks(runtime: Runtime, prepared: Prepared, *, include_usage: bool) -> AsyncIterator[dict[str, str]]:
-    """The answer as chat.completion.chunk events: role, content pieces, the finish with `mentor`, [DONE].
+async def chunks(
+    runtime: Runtime, prepared: Prepared, *, include_usage: bool, sources: bool = True
+) -> AsyncIterator[dict[str, str]]:
+    """The answer as chat.completion.chunk events: role, content pieces, the sources in words (with `sources`),
+    the finish with `mentor`, [DONE].
 
     mentor's calculator calls are not OpenAI tool calls (the client has nothing to run): they arrive with the
     rest of mentor's results in the final chunk's `mentor` field. When the LLM's streamed answer is replaced
@@ -300,6 +314,9 @@ async def chunks(runtime: Runtime, prepared: Prepared, *, include_usage: bool) -
                 elif kind == "done":
                     answered = payload
         assert answered is not None, "events() ends with a done event"
+        listed = sources_in_words(answered.answer.citations) if sources else ""
+        if listed:  # the last piece of content: what a client showing only the text can tell the sources by
+            yield chunk({"content": listed})
         yield chunk({}, "stop", mentor=MentorExtension.of(answered).model_dump(mode="json"))
         if include_usage:
             usage = Usage.of(answered).model_dump()

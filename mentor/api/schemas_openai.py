@@ -3,6 +3,8 @@
 Requests accept what OpenAI's SDK and the tools built on it send; parameters mentor has no use for (sampling,
 token limits, tools, response formats...) are accepted and ignored, as listed on each field. mentor's own
 results travel in one extension field, `mentor`: the /v1/chat response (`ChatResponse`) plus the module id.
+Most clients show only the message's `content`, so by default it ends with the answer's sources in plain words
+(`mentor_sources`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from mentor.api.schemas import ChatResponse
+from mentor.citations import sources_in_words
 from mentor.record import AnsweredQuestion
 
 # Requested as `model`, it stands for the only module of a one-module corpus.
@@ -83,13 +86,22 @@ class ChatCompletionRequest(BaseModel):
     )
     tool_choice: str | dict[str, Any] | None = Field(None, description="Accepted and ignored.")
     response_format: dict[str, Any] | None = Field(None, description="Accepted and ignored: answers are Markdown.")
+    # Not an OpenAI parameter. Text is the default because the clients people use (the openai SDK's
+    # `message.content`, simonw's llm, Open WebUI, promptfoo's openai provider) show only `content` and cannot
+    # send a field of their own; a client that reads `mentor` sends "none" (the SDK: extra_body).
+    mentor_sources: Literal["text", "none"] = Field(
+        "text",
+        description="How the answer's sources reach a client. 'text' (default): `content` ends with a 'Sources:' "
+        "list giving the section title of each [n] marker, for clients that show only `content`. 'none': "
+        "`content` is the answer alone, for a client that shows `mentor.citations` itself.",
+    )
 
 
 class MentorExtension(ChatResponse):
     """mentor's results for the answer: the /v1/chat response (citations with quotes, calculator calls with
-    results, grounding verdict, coverage, ids) plus the module id. `answer` repeats the message content, so this
-    object alone is what /v1/chat answers; `conversation_id` names the client-held thread in the signals log
-    (derived, not to be sent back)."""
+    results, grounding verdict, coverage, ids) plus the module id. `answer` is the message content without its
+    sources list, so this object alone is what /v1/chat answers; `conversation_id` names the client-held thread in
+    the signals log (derived, not to be sent back)."""
 
     module_id: str
 
@@ -116,7 +128,10 @@ class Usage(BaseModel):
 
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str = Field(description="The answer: Markdown with [n] citation markers (see mentor.citations).")
+    content: str = Field(
+        description="The answer: Markdown with [n] citation markers (see mentor.citations), ending with a "
+        "'Sources:' list of the cited sections unless the request sent mentor_sources 'none'."
+    )
     refusal: None = None
 
 
@@ -139,12 +154,14 @@ class ChatCompletion(BaseModel):
     mentor: MentorExtension
 
     @classmethod
-    def of(cls, answered: AnsweredQuestion, *, created: int) -> ChatCompletion:
+    def of(cls, answered: AnsweredQuestion, *, created: int, sources: bool = True) -> ChatCompletion:
+        """The completion of an answered question; `sources`: its content ends with them in plain words."""
+        listed = sources_in_words(answered.answer.citations) if sources else ""
         return cls(
             id=completion_id(answered.question_id),
             created=created,
             model=answered.module_id,
-            choices=[Choice(message=AssistantMessage(content=answered.answer.text))],
+            choices=[Choice(message=AssistantMessage(content=answered.answer.text + listed))],
             usage=Usage.of(answered),
             mentor=MentorExtension.of(answered),
         )
@@ -188,7 +205,8 @@ class OpenAIErrorResponse(BaseModel):
 SSE_CHUNK = {
     "type": "string",
     "description": "Lines `data: <chat.completion.chunk JSON>`: the first has delta.role, then delta.content "
-    "pieces, then one with finish_reason 'stop', an empty delta and the `mentor` extension (plus, with "
-    "stream_options.include_usage, a chunk with `usage` and no choices), then `data: [DONE]`. A failure after the "
-    'stream began is one `data: {"error": {...}}` event.',
+    "pieces (the last of them the 'Sources:' list, unless mentor_sources is 'none'), then one with finish_reason "
+    "'stop', an empty delta and the `mentor` extension (plus, with stream_options.include_usage, a chunk with "
+    '`usage` and no choices), then `data: [DONE]`. A failure after the stream began is one `data: {"error": '
+    "{...}}` event.",
 }

@@ -138,7 +138,9 @@ class LaunchValidator:
                 raise LtiRefused("missing_parameter", f"the launch has no {name}")
         return self._signer.read_state(form["state"])
 
-    async def validate(self, form: Mapping[str, str], *, state: StateClaims, registration: Registration, bound: bool):
+    async def validate(
+        self, form: Mapping[str, str], *, state: StateClaims, registration: Registration, bound: bool
+    ) -> Launch:
         """The verified launch; LtiRefused with the first check that fails."""
         token = form["id_token"]
         if len(token) > MAX_TOKEN_CHARS:

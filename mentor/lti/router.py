@@ -135,17 +135,28 @@ async def jwks(lti: LtiDep) -> JSONResponse:
     return JSONResponse(lti.keys.jwks(), headers={"Cache-Control": "public, max-age=300"})
 
 
-@router.api_route(
-    "/login",
-    methods=["GET", "POST"],
-    summary="OIDC third-party login initiation",
-    status_code=302,
-    response_class=RedirectResponse,
-    responses=REFUSALS,
-    openapi_extra={"requestBody": {"required": False, "content": FORM}},
-)
-async def login(request: Request, lti: LtiDep) -> Response:
-    """Start a launch: send the browser to the platform's authorization endpoint with a signed state and a nonce."""
+LOGIN = {
+    "summary": "OIDC third-party login initiation (iss, login_hint, target_link_uri, client_id, lti_message_hint)",
+    "status_code": 302,
+    "response_class": RedirectResponse,
+    "responses": REFUSALS,
+}
+
+
+@router.get("/login", **LOGIN)
+async def login_by_link(request: Request, lti: LtiDep) -> Response:
+    """Start a launch from a link (the parameters in the query)."""
+    return await login(request, lti)
+
+
+@router.post("/login", openapi_extra={"requestBody": {"required": True, "content": FORM}}, **LOGIN)
+async def login_by_form(request: Request, lti: LtiDep) -> Response:
+    """Start a launch from a form post."""
+    return await login(request, lti)
+
+
+async def login(request: Request, lti: LtiService) -> Response:
+    """Send the browser to the platform's authorization endpoint with a signed state and a nonce."""
     params = first_values(await read_fields(request))
     registrations = await asyncio.to_thread(find_registrations, lti.database, params.get("iss", ""))
     registration = pick_registration(params, registrations)

@@ -57,7 +57,8 @@ class QuestionRow(SQLModel, table=True):
     channel: str | None = Field(
         default=None,
         max_length=16,
-        description="chat, stream, openai, cli or replay: the surface it came through; NULL before it was recorded",
+        description="chat, stream, openai, cli, replay or demo (`mentor demo-data`): the surface it came through; NULL "
+        "before it was recorded",
     )
     lti_context: str | None = Field(
         default=None,

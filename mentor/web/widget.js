@@ -471,6 +471,13 @@ class MentorChat extends HTMLElement {
     const title = SECTION_ID.test(citation.section_id)
       ? el('a', { href: `#${citation.section_id}`, text: citation.section_title })
       : el('span', { text: citation.section_title });
+    // Floating over the page, the box steps aside when the learner follows a source to its section.
+    title.addEventListener('click', () => {
+      if (title.tagName !== 'A' || !this.launcher) return;
+      this.open = false;
+      this.layout();
+      this.emit('mentor-toggle', { open: false });
+    });
     return el(
       'li',
       { id: `${this.uid}-note-${this.noteCount}`, class: 'note', value: String(n), hidden: true },
