@@ -25,7 +25,8 @@ def ask(client, message: str, **extra) -> dict:
     return response.json()
 
 
-@pytest.mark.parametrize("message", ["hi", "hello!", "thanks", "thank you so much", "bye!"])
+# "thank you!!": emphasis by repeated marks read as an order (0.89) before the reader took a run of marks as one.
+@pytest.mark.parametrize("message", ["hi", "hello!", "thanks", "thank you so much", "bye!", "thank you!!", "hi!!!"])
 def test_a_greeting_or_thanks_alone_gets_a_short_kind_reply_naming_the_module(client, message) -> None:
     answer = ask(client, message)
     assert not answer["out_of_scope"], answer["answer"]  # not a gap of the module for the analyst

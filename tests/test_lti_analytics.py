@@ -66,6 +66,17 @@ def test_questions_carry_their_course_and_an_instructor_sees_only_that_course(pl
     )
     # Erasure stays with the analyst token.
     assert browser.delete(f"{tool}/v1/learners/anyone", headers=headers).status_code == 401
+    # The analyst token sees every course, each row naming its course, and filters by one; a course token's own
+    # course wins over what its query asks.
+    analyst = {"Authorization": f"Bearer {runtime.analyst_token}"}
+    rows = browser.get(f"{tool}/v1/signals/questions", params={"lti_context": chemistry}, headers=analyst).json()
+    assert rows["total"] == 1 and rows["items"][0]["lti_context"] == chemistry
+    asked = browser.get(f"{tool}/v1/signals/questions", params={"lti_context": chemistry}, headers=headers).json()
+    assert asked["total"] == 2 and {item["lti_context"] for item in asked["items"]} == {physics}
+    exported = browser.get(
+        f"{tool}/v1/signals/export", params={"format": "csv", "lti_context": physics}, headers=analyst
+    )
+    assert exported.text.splitlines()[0].endswith(",lti_context") and exported.text.count(physics) == 2
 
 
 def test_a_learner_launch_has_no_analytics_and_a_forged_course_token_opens_nothing(platform, browser, tool) -> None:

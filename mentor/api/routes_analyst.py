@@ -103,13 +103,19 @@ def filters(
         Literal["full", "partial", "none"] | None,
         Query(description="How much of the question the module answered; partial marks where the module falls short."),
     ] = None,
+    lti_context: Annotated[
+        str | None,
+        Query(max_length=200, description="One LTI course's questions (its pseudonym, as rows and exports show it)."),
+    ] = None,
     course: CourseDep = None,
 ) -> Filters:
     """The analyst filters, checked here so that an export refuses them before its first byte."""
     since, until = as_utc("since", since), as_utc("until", until)
     if since and until and since > until:
         raise InvalidInput("since: must not be after until")
-    return Filters(module_id, since, until, section_id, out_of_scope, grounded, coverage, lti_context=course)
+    # A course analyst token (an instructor's LTI launch) sees its own course, whatever the query asks.
+    context = course if course is not None else lti_context
+    return Filters(module_id, since, until, section_id, out_of_scope, grounded, coverage, lti_context=context)
 
 
 def as_utc(name: str, moment: datetime | None) -> datetime | None:

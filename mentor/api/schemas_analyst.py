@@ -190,6 +190,11 @@ class LoggedQuestion(BaseModel):
         "misreading from a gap in the module. '' when mentor read no question in it ('hi'); null for questions "
         "logged before it was recorded, or left before they were read."
     )
+    lti_context: str | None = Field(
+        None,
+        description="The LTI course the question was asked in, pseudonymised (HMAC of issuer and context id); null "
+        "outside LTI launches. Filter by it with `lti_context`.",
+    )
 
 
 class QuestionPage(BaseModel):

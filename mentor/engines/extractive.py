@@ -95,7 +95,9 @@ class ExtractiveEngine:
         # question the module leaves unanswered.
         weights = question.profile.term_weights
         unanswered = [p for p in selection.unanswered if any(weights.get(t, 0) >= TOPICAL for t in p.terms)]
-        missing = missing_names(question, unanswered, words=not computed)
+        # A part is named only beside the others: the one part of a question is the question, and naming it whole
+        # ("The module does not cover “how does mixed-precision training work”") reads as a refusal of what follows.
+        missing = missing_names(question, unanswered if len(parts) > 1 else [], words=not computed)
         answered = len(parts) - len(selection.unanswered)
         if not computed and not answered and about_lacking(question):
             # "how does GaLore cut optimizer memory?" asks about something the module never names, and no

@@ -40,6 +40,7 @@ CSV_COLUMNS = [
     "tools",
     "feedback",
     "read_as",  # added last (migration 0004), so a spreadsheet reading columns by position still finds the others
+    "lti_context",  # migration 0005: the LTI course, pseudonymised
 ]
 FORMATS = ("csv", "jsonl", "xapi")
 # A spreadsheet opening a CSV runs a cell that starts with one of these as a formula (tab and carriage return are
@@ -112,6 +113,7 @@ def xapi_statement(row: dict[str, Any], *, home_page: str) -> dict[str, Any]:
                 f"{extension}/question": row["text"],
                 # As mentor read it (null before it was recorded): tells an LRS a misreading from a module gap.
                 f"{extension}/read-as": row["read_as"],
+                f"{extension}/lti-context": row["lti_context"],
                 f"{extension}/passages": row["passages"],
                 f"{extension}/tools": row["tool_calls"],
                 f"{extension}/grounding": {

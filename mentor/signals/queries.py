@@ -102,7 +102,8 @@ def question_dict(
         "feedback": [
             {"rating": f.rating, "comment": f.comment, "created_at": f.created_at.isoformat()} for f in feedback
         ],
-        "read_as": row.read_as,  # last, as the newest field: an export's earlier fields keep their places
+        "read_as": row.read_as,  # last, as the newest fields: an export's earlier fields keep their places
+        "lti_context": row.lti_context,
     }
 
 
