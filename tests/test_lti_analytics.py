@@ -46,15 +46,26 @@ def test_questions_carry_their_course_and_an_instructor_sees_only_that_course(pl
             ).all()
         )
     assert stored == {physics: 2, chemistry: 1}
+    # The box's learner token as the facade's API key: that question is the course's too.
+    page = launch(browser, platform, platform.expect(user="cy", context_id="physics", custom={"module_id": MODULE_ID}))
+    box_token = page.response.text.split('token="', 1)[1].split('"', 1)[0]
+    completion = browser.post(
+        f"{tool}/v1/chat/completions",
+        json={"model": MODULE_ID, "messages": [{"role": "user", "content": QUESTION}]},
+        headers={"Authorization": f"Bearer {box_token}"},
+    )
+    assert completion.status_code == 200, completion.text
+    runtime.writer.flush(5.0)
     assert "physics" not in physics  # a pseudonym, not the platform's course id
 
     token = course_token(browser, platform, "physics")
     headers = {"Authorization": f"Bearer {token}"}
     listed = browser.get(f"{tool}/v1/signals/questions", headers=headers)
     assert listed.status_code == 200, listed.text
-    assert listed.json()["total"] == 2
+    assert listed.json()["total"] == 3
+    assert [item["channel"] for item in listed.json()["items"]].count("openai") == 1
     exported = browser.get(f"{tool}/v1/signals/export", params={"format": "jsonl"}, headers=headers)
-    assert exported.status_code == 200 and len(exported.text.strip().splitlines()) == 2
+    assert exported.status_code == 200 and len(exported.text.strip().splitlines()) == 3
     summary = browser.get(f"{tool}/v1/signals/summary", headers=headers)
     assert summary.status_code == 200  # one learner: under the minimum cohort, its groups stay hidden
     assert (
@@ -72,11 +83,11 @@ def test_questions_carry_their_course_and_an_instructor_sees_only_that_course(pl
     rows = browser.get(f"{tool}/v1/signals/questions", params={"lti_context": chemistry}, headers=analyst).json()
     assert rows["total"] == 1 and rows["items"][0]["lti_context"] == chemistry
     asked = browser.get(f"{tool}/v1/signals/questions", params={"lti_context": chemistry}, headers=headers).json()
-    assert asked["total"] == 2 and {item["lti_context"] for item in asked["items"]} == {physics}
+    assert asked["total"] == 3 and {item["lti_context"] for item in asked["items"]} == {physics}
     exported = browser.get(
         f"{tool}/v1/signals/export", params={"format": "csv", "lti_context": physics}, headers=analyst
     )
-    assert exported.text.splitlines()[0].endswith(",lti_context") and exported.text.count(physics) == 2
+    assert exported.text.splitlines()[0].endswith(",lti_context") and exported.text.count(physics) == 3
 
 
 def test_a_learner_launch_has_no_analytics_and_a_forged_course_token_opens_nothing(platform, browser, tool) -> None:

@@ -257,6 +257,7 @@ def to_input(body: ChatCompletionRequest, request: Request, learner: Learner, mo
         client=client_address(request),
         authenticated=learner.authenticated,
         channel="openai",
+        lti_context=learner.token_context,
         history=history,
     )
 
