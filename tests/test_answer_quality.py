@@ -459,6 +459,5 @@ def test_a_question_of_one_part_answered_only_nearby_is_not_named_back_whole(run
     # Its one part is the question: "The module does not cover “how does mixed-precision training work”; here is
     # what it does say." read as a refusal of the quote that followed. Said without repeating it, as partial.
     answer = ask(runtime, question).answer
-    if answer.coverage == "partial":
-        assert question.rstrip("?") not in answer.text and "“" not in answer.text.split("\n\n")[0], answer.text
-    assert answer.citations and not answer.out_of_scope, answer.text
+    assert answer.coverage == "partial" and answer.citations and not answer.out_of_scope, answer.text
+    assert question.rstrip("?") not in answer.text and "“" not in answer.text.split("\n\n")[0], answer.text
