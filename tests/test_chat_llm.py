@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from mentor.api import create_app
 from mentor.record import NO_SINK
 from mentor.runtime import build_chat
-from mentor.stub_llm import Reply, StubLLM
+from mentor.stub_llm import Reply, StubLLM, bench_reply
 from mentor.tools import REGISTRY
 
 from .chat_helpers import serve, stream_events
@@ -357,6 +357,25 @@ def test_a_new_question_takes_one_forward_pass_signal_included(tmp_path, runtime
         finally:
             writer.stop()
     assert writer.written == 2
+
+
+def test_the_tool_schemas_are_encoded_once_not_per_question(tmp_path, runtime, monkeypatch) -> None:
+    # Twelve schemas are ~20 KB of JSON (0.37 ms to encode): a question whose every calculator applies sends the
+    # engine's own list, whose encoding the chat model keeps; only a narrowed list is encoded anew.
+    import mentor.chat_model as chat_model
+
+    encoded: list[int] = []
+    real = chat_model._json
+    monkeypatch.setattr(chat_model, "_json", lambda value: encoded.append(isinstance(value, list)) or real(value))
+    with StubLLM(bench_reply) as stub:  # quotes passage [1]: grounded whatever the question
+        settings = make_settings(tmp_path, llm_base_url=stub.url, llm_model="stub-model", rate_limit_per_minute=10_000)
+        chat = build_chat(settings, runtime.catalog, runtime.embedder, sink=NO_SINK)
+        app = create_app(settings, runtime=replace(runtime, settings=settings, chat=chat))
+        with TestClient(app) as client:
+            for message in ("What does ZeRO stage 1 shard?", "How does ZeRO cut memory?", "What is ZeRO-3?"):
+                assert ask(client, message)["engine"] == "llm"
+    assert len(stub.requests) == 3 and all(len(r["tools"]) == len(chat.llm._tools) for r in stub.requests)
+    assert encoded.count(True) == 1
 
 
 def test_the_model_is_given_the_readers_plan(llm) -> None:

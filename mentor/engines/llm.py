@@ -129,7 +129,10 @@ class LLMEngine:
     ) -> AsyncIterator[TextDelta | ToolCall | Answer]:
         messages = self.messages(question, feedback=feedback)
         # A calculator that does not model what the question names is not offered (its figure would be false).
-        tools = [t for t in self._tools if t["function"]["name"] not in question.unmodelled]
+        # Otherwise the list itself, not a copy: the chat model encodes the schemas once per list (0.37 ms).
+        tools = self._tools
+        if question.unmodelled:
+            tools = [t for t in self._tools if t["function"]["name"] not in question.unmodelled]
         tool_calls: list[ToolCall] = []
         prompt_tokens = completion_tokens = 0
         for _round in range(self._max_tool_rounds + 1):

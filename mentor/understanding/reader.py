@@ -4,10 +4,12 @@ that the module lacks.
 
 The message is cut into clauses, and clauses into pieces at their commas and colons, by formal syntax alone
 (`clauses.py`); its spelling is corrected toward the module's words (`spelling.py`) and the module's shorthand spelled
-out (`lexicon.py`); then every text a decision needs (each piece, the whole message, the previous question and the
-message after it) is embedded in one forward pass, and every decision is read off those vectors (`decisions.py`).
-Only a message whose question is not the whole of it (an order or chat left out) or that holds several questions
-pays a second pass, for the question's or the parts' own vectors.
+out (`lexicon.py`); then every text a decision needs (each piece, the previous question and the message after it)
+is embedded in one forward pass, and every decision is read off those vectors (`decisions.py`). The whole message
+is not among them: its pieces' pooled vector tells whether it may instruct, and the chat around a question comes
+back from the query cache ("quick question:"), so a new question costs one text. A question of several pieces
+(context beside it, two questions) pays a second pass for its own vector, and a message that may instruct one to
+look for an order inside a clause.
 """
 
 from __future__ import annotations
@@ -115,19 +117,24 @@ class Reader:
             for (clause, mark, written), (piece, _) in zip(cut, corrected, strict=True)
         ]
         whole = _joined(pieces, read=True)
-        batch = [*(p.read for p in pieces), whole, *(previous, f"{previous} {whole}")[: 2 if previous else 0]]
+        # The pieces, not the whole beside them: a new question's one forward pass is its asking piece (the chat
+        # around it is mostly asked before: "thanks!", "quick question:"). Whether the message may instruct is
+        # read from the whole's words and its pieces' vectors pooled.
+        batch = [*(p.read for p in pieces), *(previous, f"{previous} {whole}")[: 2 if previous else 0]]
         vectors = dict(zip(batch, self.embedder.embed_queries(batch), strict=True))
         for piece in pieces:
             piece.vector = vectors[piece.read]
-        may_instruct = self.decisions.acts.probability(whole, vectors[whole], INSTRUCTION)
+        may_instruct = self.decisions.acts.probability(whole, vectors.get(whole, _pooled(pieces)), INSTRUCTION)
         templated = bool(TEMPLATE.search(text))
         if templated or may_instruct >= SEARCH_FLOOR:
             pieces = self._unmixed(pieces, words)
         guarded = self._acts(pieces, words, suspect=templated or may_instruct >= SUSPECT_FLOOR)
         asked = [p for p in pieces if p.act == QUESTION]
         question = _joined(asked, read=True) if asked else ""
+        if len(asked) > 1 and question == whole:  # a question of several pieces is searched as written: its own pass
+            self._whole(whole, vectors)
         parts = self._parts(asked, vectors, words) if asked else []
-        vector = vectors.get(question) if question else vectors[whole]
+        vector = vectors.get(question) if question else self._whole(whole, vectors)
         vector = _pooled(asked) if vector is None else vector
         continues = bool(previous and question) and self._continues(question, vector, vectors[previous])
         query = f"{previous} {question}" if continues else question
@@ -147,8 +154,14 @@ class Reader:
             previous=previous if continues else "",
             corrections=corrections,
             guarded=guarded,
-            social=self._social(whole, vectors[whole]) if chat_alone else "",
+            social=self._social(whole, self._whole(whole, vectors)) if chat_alone else "",
         )
+
+    def _whole(self, whole: str, vectors: dict[str, np.ndarray]) -> np.ndarray:
+        """The message's own vector: for a question of several pieces, chat alone and a message asking nothing."""
+        if whole not in vectors:
+            vectors[whole] = self._embed([whole])[0]
+        return vectors[whole]
 
     def _social(self, text: str, vector: np.ndarray) -> str:
         """What chat alone does socially: a greeting, a thanks or a goodbye, when surely one; "" otherwise."""
@@ -204,15 +217,17 @@ class Reader:
         memory for a 7B model": the best-fitting cut left "memory for a 7B model"). One forward pass for every
         candidate head and tail."""
         splits: list[tuple[int, str, str]] = []
+        acts = self.decisions.acts
         for index, piece in enumerate(pieces):
             starts = [m.start() for m in WORD_START.finditer(piece.written)][1:]
-            if len(starts) + 1 >= MIN_SEARCHED:
+            # Only a piece that may itself instruct holds an order beside its question.
+            may = acts.probability(piece.read, piece.vector, INSTRUCTION) >= SEARCH_FLOOR
+            if len(starts) + 1 >= MIN_SEARCHED and (may or TEMPLATE.search(piece.written)):
                 splits += [(index, piece.written[:s].rstrip(), piece.written[s:]) for s in starts]
         if not splits:
             return pieces
         heads = [words.read(head)[0] for _, head, _ in splits]
         tails = [words.read(tail)[0] for _, _, tail in splits]
-        acts = self.decisions.acts
         vectors = self._embed([*heads, *tails])
         rows = acts.probabilities([*heads, *tails], vectors)
         n = len(splits)
