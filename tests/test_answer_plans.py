@@ -34,6 +34,8 @@ def indexes(tmp_path_factory, embedder):
             "Data parallel (DP)",
         ),
         ("lots of layers and we need to scale across nodes — which parallelism do i pick?", "Pipeline parallel (PP)"),
+        # The learner states most of one row's condition, and shares only "model" and "GPU" with another's.
+        ("a single layer of my model is too big for one gpu, what should i split it with?", "Tensor parallel (TP)"),
         ("bf16 or fp16 for training on a100s?", "bf16"),
         ("to make memory-bound decode faster should i go int4 weight-only or w8a8?", "int4"),
     ],
@@ -47,6 +49,16 @@ def test_a_decision_names_its_option_first(runtime, message: str, option: str) -
     [
         ("we only need exact-match lookups on one key, no ordering. which index?", "Hash"),
         ("we search for values inside json documents a lot, which index?", "GIN"),
+        ("my queries sort by the key and filter on ranges of dates, so which index type should the table get?", "B-tree"),
+        pytest.param(
+            "lookups are exact-match with no ordering on a key column of documents; which index?",
+            "Hash",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the situation, a clause of its own, is read with the question and its words make the part a "
+                "yes/no question: no option is named (the kind read from the question alone lost other choices)",
+            ),
+        ),
     ],
 )
 def test_a_second_module_with_another_table_decides_the_same_way(indexes, message: str, option: str) -> None:

@@ -196,6 +196,16 @@ def test_two_questions_are_two_parts(reader, words) -> None:
     assert len(reading.parts) == 2
 
 
+def test_a_situation_before_a_comma_is_the_questions_context_not_a_part(reader, words) -> None:
+    # Read as asking at 0.86-0.92, short of a question's sureness: one part, its situation kept with it.
+    for message in (
+        "128k context and activation memory is exploding, which parallelism helps here",
+        "our cluster has slow ethernet between nodes and fast nvlink inside them, which parallelism goes where?",
+    ):
+        reading = read(reader, words, message)
+        assert len(reading.parts) == 1 and reading.parts[0].written == message, reading.parts
+
+
 def test_a_planted_order_in_the_module_is_found(reader) -> None:
     units = [
         "ZeRO stage 2 shards the optimizer state and the gradients.",

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from mentor.engines.selection import FLOOR, NAME_UNITS, Candidate, Part, read, score
+from mentor.engines.selection import FLOOR, LEXICAL_WEIGHT, NAME_UNITS, Candidate, Part, read, score
 from mentor.text.profile import ModuleProfile
-from mentor.text.records import record_of
+from mentor.text.records import Record, record_of
 from mentor.text.tokens import tokenize
 
 WORD = re.compile(r"\w[\w-]*\w|\w")  # a word as written, hyphens inside: "bf16", "ZeRO", "weight-only"
@@ -78,8 +78,22 @@ def row_choice(part: Part, vector: np.ndarray, pool: Sequence[Candidate], profil
     ]
     if not fits:
         return None
-    value, unit, record = max(fits, key=lambda item: item[0])
+    # Of rows that fit about as well, the one whose own condition the learner states most of ("a single layer is
+    # too big" over "model fits on one GPU" for "a single layer of my model is too big for one gpu").
+    value, unit, record = max(fits, key=lambda item: item[0] + LEXICAL_WEIGHT * _stated(item[2], part, profile))
     return Option(record.head, unit, value) if value >= FLOOR else None
+
+
+def _stated(record: Record, part: Part, profile: ModuleProfile) -> float:
+    """The largest weighted share of one attribute's words (its subject's aside) that the part uses."""
+    head = set(tokenize(record.head))
+    shares = []
+    for _, value in record.cells:
+        terms = {t for t in tokenize(value) if t not in head}
+        total = sum(profile.term_weights.get(t, 0.0) for t in terms)
+        if total:
+            shares.append(sum(profile.term_weights.get(t, 0.0) for t in terms if t in part.terms) / total)
+    return max(shares, default=0.0)
 
 
 def _named_options(part: Part, pool: Sequence[Candidate], profile: ModuleProfile) -> dict[str, list[Candidate]]:

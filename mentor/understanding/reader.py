@@ -53,6 +53,10 @@ CUT_FLOOR = 0.4
 BESIDE_FLOOR = 0.5  # a piece this likely an order, beside one surely asking, makes the message one that may instruct
 MIN_SEARCHED = 4  # words: a shorter piece is one thing
 PART_FLOOR = 0.8  # a comma parts two questions when each side reads as a question this surely ...
+# ... and the first this surely: before a comma is as often the learner's situation ("128k context and activation
+# memory is exploding, which parallelism helps?", read as a question at 0.86), context for the question after it.
+# The first questions of the dev split's two-part questions read 0.97 to 1.0.
+FIRST_PART_FLOOR = 0.95
 ALONE_FLOOR = 0.7  # ... and the first stands alone this surely ("if my model fits on one GPU, which ...?" does not)
 PLANTED_FLOOR = 0.8  # a module sentence reads as an instruction this surely: module prose is no learner's chat
 # The probability from which a message continues the previous question: the balanced 0.5. On the dev split's 18
@@ -311,8 +315,12 @@ class Reader:
         """True when a comma ends a question of its own and begins another ("which paper for Chinchilla, and who
         wrote the ZeRO paper?"), not a condition ("if my model fits on one GPU, which parallelism?") or a list."""
         acts, standalone = self.decisions.acts, self.decisions.standalone
-        asks = min(acts.probability(p.read, p.vector, QUESTION) for p in (before, after))
-        return asks >= PART_FLOOR and standalone.probability(before.read, before.vector, "self") >= ALONE_FLOOR
+        first, second = (acts.probability(p.read, p.vector, QUESTION) for p in (before, after))
+        return (
+            first >= FIRST_PART_FLOOR
+            and second >= PART_FLOOR
+            and standalone.probability(before.read, before.vector, "self") >= ALONE_FLOOR
+        )
 
     def planted(self, units: Sequence[str], *, cache_dir: Path | None = None) -> frozenset[str]:
         """The module sentences that read as instructions to the assistant (a poisoned passage): never quoted by
