@@ -34,7 +34,6 @@ from mentor.settings import PACKAGED_MODEL
 
 log = logging.getLogger(__name__)
 
-ONE_THREAD_TOKENS = 48  # an int8 pass of at most this many tokens runs on one thread (see OnnxEmbedder)
 # Bump when export_onnx changes what it writes: cache entries of an older format are then ignored, not loaded.
 EXPORT_FORMAT = 1
 OPSET = 17  # LayerNormalization is an ONNX op from 17 on, which ONNX Runtime runs as one fused kernel
@@ -266,11 +265,6 @@ class OnnxEmbedder(BatchingEmbedder):
         # only (a ~20-word query 19.8 ms on one thread, 12.7 on two) the service answered 26% more new questions
         # a second at concurrency 1 and 14% more at 32 (A/B over four alternating rounds, the same stub LLM).
         self.pass_threads = pass_threads
-        # ... but a short int8 pass is quicker on one thread: the threads' hand-offs cost more than they save
-        # (here, one pass of 16 tokens 1.96 ms on one thread against 2.47 on two, of 48 tokens 4.57 against 4.96;
-        # from 64 tokens two win: 6.82 against 7.17). Learners' questions are short, so most run on one.
-        self.one_thread_tokens = ONE_THREAD_TOKENS if precision == "int8" and pass_threads > 1 else 0
-        self._one_thread = None
         # Document batches instead run several one-thread passes side by side.
         self._threads = document_threads or os.cpu_count() or 1
         self.max_tokens_per_pass = max_tokens_per_pass
@@ -281,8 +275,6 @@ class OnnxEmbedder(BatchingEmbedder):
         _check_pooling(self._path)
         self._tokenizer = _tokenizer(self._path)
         path = ensure_onnx(self._path, self.cache_dir, precision=self.precision, label=self.label)
-        if self.one_thread_tokens:  # a second session of the same small int8 file (~23 MB): its own thread pool
-            self._one_thread = _load_session(path, 1)
         return _load_session(path, self.pass_threads)
 
     @functools.cached_property
@@ -308,8 +300,7 @@ class OnnxEmbedder(BatchingEmbedder):
         def run(rows: np.ndarray) -> None:
             width = int(lengths[rows].max())  # the batch's own padding, not that of the longest text overall
             feed = {"input_ids": ids[rows, :width], "attention_mask": mask[rows, :width]}
-            runner = self._one_thread if width <= self.one_thread_tokens else session
-            vectors[rows] = _mean_pool_normalised(runner.run([OUTPUT_NAME], feed)[0], feed["attention_mask"])
+            vectors[rows] = _mean_pool_normalised(session.run([OUTPUT_NAME], feed)[0], feed["attention_mask"])
 
         # int8 passes quantize their activations with one scale for the whole pass: a text batched with others
         # (or padded) would get another vector than alone (cosine 0.997). So int8 runs one text a pass, which

@@ -49,7 +49,10 @@ def test_a_decision_names_its_option_first(runtime, message: str, option: str) -
     [
         ("we only need exact-match lookups on one key, no ordering. which index?", "Hash"),
         ("we search for values inside json documents a lot, which index?", "GIN"),
-        ("my queries sort by the key and filter on ranges of dates, so which index type should the table get?", "B-tree"),
+        (
+            "my queries sort by the key and filter on ranges of dates, so which index type should the table get?",
+            "B-tree",
+        ),
         pytest.param(
             "lookups are exact-match with no ordering on a key column of documents; which index?",
             "Hash",

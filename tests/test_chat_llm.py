@@ -340,9 +340,10 @@ def test_a_new_question_takes_one_forward_pass_signal_included(tmp_path, runtime
         settings = make_settings(tmp_path, llm_base_url=stub.url, llm_model="stub-model", database_url=url)
         chat = build_chat(settings, runtime.catalog, runtime.embedder, sink=writer)
         app = create_app(settings, runtime=replace(runtime, settings=settings, chat=chat, writer=writer.start()))
-        # A new question each run (a number no earlier run asked), of one part: several parts pay one more pass.
+        # A new question each run (a number no earlier run asked), of one piece: a question with context beside it
+        # ("With DP, how does ...?") or of several parts pays one more pass, for its own or its parts' vectors.
         message = (
-            f"With DP, how does ZeRO (z3) cut the memory each GPU needs for a {uuid.uuid4().int % 900 + 100}B model?"
+            f"How does ZeRO (z3) cut the memory each GPU needs for a {uuid.uuid4().int % 900 + 100}B model with DP?"
         )
         try:
             with TestClient(app) as client:

@@ -272,25 +272,3 @@ def test_an_int8_vector_does_not_depend_on_the_texts_embedded_with_it(int8_embed
     got = embed_together(int8_embedder, queries)
     for i, text in enumerate(queries):
         np.testing.assert_array_equal(got[i], int8_embedder._encode([text])[0])
-
-
-def test_a_short_int8_pass_runs_on_one_thread_and_a_long_one_on_the_service_threads(onnx_cache: Path) -> None:
-    """A short int8 pass (a learner's question) runs on a one-thread session, a long one on the two-thread one; the
-    same text always takes the same session, so its vector does not depend on the route (and stays near fp32)."""
-    served = OnnxEmbedder(cache_dir=onnx_cache, precision="int8", pass_threads=2)
-    session = served._model
-    assert session.get_session_options().intra_op_num_threads == 2
-    assert served._one_thread.get_session_options().intra_op_num_threads == 1
-    used: list[int] = []
-    for runner in (served._one_thread, session):
-        run = runner.run
-        runner.run = lambda *a, _run=run, _n=runner.get_session_options().intra_op_num_threads, **k: (
-            used.append(_n) or _run(*a, **k)
-        )
-    short, long = "what does ZeRO stage 2 shard?", " ".join(["why does tensor parallelism need NVLink"] * 12)
-    served._encode([short])
-    served._encode([long])
-    assert used == [1, 2]
-    alone = OnnxEmbedder(cache_dir=onnx_cache, precision="int8", pass_threads=1)
-    assert alone.one_thread_tokens == 0  # one thread already: no second session
-    assert cosines(served._encode([short, long]), alone._encode([short, long])).min() > 0.99999
