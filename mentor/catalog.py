@@ -110,9 +110,10 @@ def make_catalog(
         examples=examples if examples is not None else scope_examples(settings, embedder, indexes),
         example_weight=settings.scope_example_weight,
         topicality=decisions.lacking.topicality,
+        cache_size=settings.cache_entries,
     )
     urls = {m.id: module_urls(m.body) for m in modules.values()}
-    reader = Reader(embedder, decisions)
+    reader = Reader(embedder, decisions, cache_size=settings.cache_entries)
     units = sorted({u.text for index in indexes.values() for c in index.chunks for u in split_units(c.text)})
     planted = reader.planted(units, cache_dir=settings.model_cache_dir)
     pointers = {m.id: _pointer_vectors(m.pointers, embedder, settings.model_cache_dir) for m in modules.values()}

@@ -258,9 +258,10 @@ def embed_cached(embedder: Embedder, texts: list[str], cache_dir: Path | None, *
 
 
 def make_embedder(
-    settings: Settings, *, query_cache_size: int = 2048, on_batch: Callable[[int], None] | None = None
+    settings: Settings, *, query_cache_size: int | None = None, on_batch: Callable[[int], None] | None = None
 ) -> Embedder:
     """The embedder the settings name: ONNX Runtime (exported once into `model_cache_dir`) or torch."""
+    query_cache_size = settings.cache_entries if query_cache_size is None else query_cache_size
     if settings.embedding_backend == "torch":
         return SentenceTransformerEmbedder(
             settings.embedding_model,

@@ -73,6 +73,13 @@ class Settings(BaseSettings):
     )
     chunk_overlap: int = Field(100, ge=0, le=2000, description="Characters shared by neighbouring prose chunks.")
     top_k: int = Field(4, ge=1, le=20, description="Passages retrieved per question.")
+    cache_entries: int = Field(
+        2048,
+        ge=0,
+        le=1_000_000,
+        description="Entries of each per-process cache of repeated work (query vectors, readings, searches); "
+        "with learners' long pasted turns a full set of caches holds about 60 MB. 0 turns them off.",
+    )
     rrf_k: int = Field(60, ge=1, le=1000, description="Reciprocal-rank-fusion constant (Cormack et al. 2009).")
     scope_weight: float = Field(
         0.3,

@@ -62,6 +62,7 @@ class SoakSpec:
     long_share: float = 0.3  # of all turns, first questions and follow-ups alike
     max_follow_ups: int = 3  # per conversation, 0..max chosen at random
     seed: int = 0
+    cache_entries: int | None = None  # the server's MENTOR_CACHE_ENTRIES (its default when None)
 
 
 @dataclass
@@ -91,6 +92,8 @@ def run_soak(spec: SoakSpec, *, work: Path | None = None) -> dict:
             MENTOR_RATE_LIMIT_PER_CLIENT_PER_MINUTE="10000",  # every seat asks from this one address
             MENTOR_LOG_LEVEL="warning",
         )
+        if spec.cache_entries is not None:
+            env["MENTOR_CACHE_ENTRIES"] = str(spec.cache_entries)
         log_path = work / "server.log"
         process = spawn([sys.executable, "-m", "mentor.cli", "serve"], env=env, log_path=log_path)
         stack.callback(stop, process)
