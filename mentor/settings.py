@@ -77,8 +77,8 @@ class Settings(BaseSettings):
         2048,
         ge=0,
         le=1_000_000,
-        description="Entries of each per-process cache of repeated work (query vectors, readings, searches); "
-        "with learners' long pasted turns a full set of caches holds about 60 MB. 0 turns them off.",
+        description="Entries of each per-process cache of repeated work (query vectors, readings, searches): "
+        "memory grows while they fill (about two minutes of the soak's long pasted turns). 0 turns them off.",
     )
     rrf_k: int = Field(60, ge=1, le=1000, description="Reciprocal-rank-fusion constant (Cormack et al. 2009).")
     scope_weight: float = Field(

@@ -128,18 +128,21 @@ class Reader:
         vectors = dict(zip(batch, self.embedder.embed_queries(batch), strict=True))
         for piece in pieces:
             piece.vector = vectors[piece.read]
-        may_instruct = self.decisions.acts.probability(whole, vectors.get(whole, _pooled(pieces)), INSTRUCTION)
+        pooled = vectors[whole] if whole in vectors else _pooled(pieces)
+        may_instruct = self.decisions.acts.probability(whole, pooled, INSTRUCTION)
         templated = bool(TEMPLATE.search(text))
         if templated or may_instruct >= SEARCH_FLOOR:
             pieces = self._unmixed(pieces, words)
         guarded = self._acts(pieces, words, suspect=templated or may_instruct >= SUSPECT_FLOOR)
         asked = [p for p in pieces if p.act == QUESTION]
         question = _joined(asked, read=True) if asked else ""
-        if len(asked) > 1 and question == whole:  # a question of several pieces is searched as written: its own pass
-            self._whole(whole, vectors)
+        # The question's own vector: a question of one piece has it already; one of several pieces, the whole message,
+        # pays its own pass (before the parts, which may be it); one leaving chat or an order out is pooled.
+        if not question or question == whole:
+            vector = self._whole(whole, vectors)
+        else:
+            vector = vectors[question] if question in vectors else _pooled(asked)
         parts = self._parts(asked, vectors, words) if asked else []
-        vector = vectors.get(question) if question else self._whole(whole, vectors)
-        vector = _pooled(asked) if vector is None else vector
         continues = bool(previous and question) and self._continues(question, vector, vectors[previous])
         query = f"{previous} {question}" if continues else question
         if continues and query not in vectors:
