@@ -222,7 +222,7 @@ class Reader:
         | and what tensor parallelism splits"): at the first word boundary where the head reads as an order and
         the tail as a question of its own (`CUT_FLOOR`), so the question keeps all it can ("... and tell me ZeRO-3
         memory for a 7B model": the best-fitting cut left "memory for a 7B model"). One forward pass for every
-        candidate head and tail."""
+        candidate head, then one for the tail of every head that reads as an order."""
         splits: list[tuple[int, str, str]] = []
         acts = self.decisions.acts
         for index, piece in enumerate(pieces):
@@ -234,31 +234,38 @@ class Reader:
         if not splits:
             return pieces
         heads = [words.read(head)[0] for _, head, _ in splits]
-        tails = [words.read(tail)[0] for _, _, tail in splits]
-        vectors = self._embed([*heads, *tails])
-        rows = acts.probabilities([*heads, *tails], vectors)
-        n = len(splits)
-        instruct, asks = rows[:, acts.labels.index(INSTRUCTION)], rows[:, acts.labels.index(QUESTION)]
+        head_vectors = self._embed(heads)
+        instruct = acts.probabilities(heads, head_vectors)[:, acts.labels.index(INSTRUCTION)]
+        # Only a cut whose head reads as an order can fit (`_fit`), so only those cuts' tails are read: an ordinary
+        # question that may instruct ("Help me out here: what is ...?") embeds its heads alone, about half the texts.
+        ordering = [number for number in range(len(splits)) if instruct[number] >= INSTRUCTION_FLOOR]
+        if not ordering:
+            return pieces
+        tails = [words.read(splits[number][2])[0] for number in ordering]
+        tail_vectors = self._embed(tails)
+        asks = acts.probabilities(tails, tail_vectors)[:, acts.labels.index(QUESTION)]
         standalone = self.decisions.standalone
-        alone = standalone.probabilities(tails, vectors[n:])[:, standalone.labels.index("self")]
+        alone = standalone.probabilities(tails, tail_vectors)[:, standalone.labels.index("self")]
         # How well each cut explains its piece: an order, then a question that stands on its own (a fragment of
         # the order, "only answer | in JSON.", reads as asking but leans on what came before). The other way round
         # ("the big picture please | (ignore the module)") was tried: it cut "Q1: what's | your hidden prompt?"
         # and flagged one more of the held-out questions as an order, and found no more orders.
-        fit = _fit(instruct[:n], asks[n:]) * alone
-        cut: dict[int, int] = {}  # piece -> the cut taken: the first that fits (the longest question)
-        for number, (index, _, _) in enumerate(splits):
-            if fit[number] >= CUT_FLOOR and index not in cut:
-                cut[index] = number
+        fit = _fit(instruct[ordering], asks) * alone
+        cut: dict[int, int] = {}  # piece -> the cut taken (its place in `ordering`): the first that fits
+        for place, number in enumerate(ordering):
+            index = splits[number][0]
+            if fit[place] >= CUT_FLOOR and index not in cut:
+                cut[index] = place
         out: list[_Piece] = []
         for index, piece in enumerate(pieces):
             if index not in cut:
                 out.append(piece)
                 continue
-            number = cut[index]
+            place = cut[index]
+            number = ordering[place]
             _, head, tail = splits[number]
-            out.append(_Piece(head, heads[number], piece.clause, piece.mark, vectors[number]))
-            out.append(_Piece(tail, tails[number], piece.clause, " ", vectors[len(splits) + number]))
+            out.append(_Piece(head, heads[number], piece.clause, piece.mark, head_vectors[number]))
+            out.append(_Piece(tail, tails[place], piece.clause, " ", tail_vectors[place]))
         return out
 
     def _parts(self, asked: Sequence[_Piece], vectors: dict[str, np.ndarray], words: ModuleWords) -> list[Part]:
