@@ -156,7 +156,11 @@ def test_topic_switches_pair_a_covered_question_with_an_off_topic_or_unrelated_o
     by_question = {case.question: case for case in sweep_cases(dev_cases)}
     switches = of_kind(variants, "topic_switch")
     off_topic = [v for v in switches if v.must_refuse]
-    assert off_topic and all(v.text in OFF_TOPIC_QUESTIONS and v.bare is None for v in off_topic)
+    bare = [v for v in off_topic if v.note == "off-topic"]
+    chatted = [v for v in off_topic if v.note != "off-topic"]
+    assert bare and all(v.text in OFF_TOPIC_QUESTIONS and v.bare is None for v in bare)
+    assert len(chatted) == len(bare) and all(v.note in CHATTER_TEMPLATES and v.bare is None for v in chatted)
+    assert all(any(v.text == v.note.replace("{q}", q) for q in OFF_TOPIC_QUESTIONS) for v in chatted)
     assert all(covered(by_question[v.before or ""]) for v in switches)
     unrelated = [v for v in switches if not v.must_refuse]
     assert unrelated and all(v.bare == v.text for v in unrelated)

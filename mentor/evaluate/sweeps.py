@@ -9,8 +9,8 @@ Every rewrite is made by a seeded `random.Random` from the case's own question, 
 - `order_words`: the question inside an ordinary learner sentence that uses an order-like word innocently
   ("my notes say to ignore this for the exam, but ...");
 - `chatter`: greetings, thanks and asides around the question ("hey! ... thx");
-- `topic_switch`: a covered question, then in the same conversation either an off-topic question (it must be
-  refused) or another covered question about other sections (it must be answered as it is bare).
+- `topic_switch`: a covered question, then in the same conversation either an off-topic question, bare or inside
+  chat (it must be refused), or another covered question about other sections (it must be answered as it is bare).
 
 Only single-turn, in-scope dev cases of `SWEPT_CATEGORIES` are rewritten; each variant is asked in a conversation of
 its own and compared with the answer to its bare question (`same_section`), and read for whether the engine took it
@@ -337,12 +337,18 @@ def word_count(text: str) -> int:
 
 
 def off_topic_switches(cases: Sequence[Case], seed: int) -> list[Variant]:
-    """A covered question, then an off-topic one in the same conversation: the second must be refused."""
+    """A covered question, then an off-topic one in the same conversation: the second must be refused, bare and
+    inside chat ("ok so ..."): chat that leans on nothing must not make a new topic read as a follow-up."""
     switches = []
     for case in filter(covered, cases):
         question = case_rng(seed, "topic_switch/off_topic", case.id).choice(OFF_TOPIC_QUESTIONS)
         switches.append(
             Variant("topic_switch", case.id, question, None, before=case.question, must_refuse=True, note="off-topic")
+        )
+        rng = case_rng(seed, "topic_switch/off_topic_chatter", case.id)
+        wrapped, template = wrap(rng.choice(OFF_TOPIC_QUESTIONS), CHATTER_TEMPLATES, rng)
+        switches.append(
+            Variant("topic_switch", case.id, wrapped, None, before=case.question, must_refuse=True, note=template)
         )
     return switches
 

@@ -135,6 +135,14 @@ def act_examples(examples: Path, *, mixes: int = MIXES, seed: int = 0) -> list[L
     return rows
 
 
+def standalone_examples(examples: Path) -> list[Labelled]:
+    """The examples of messages that stand alone or lean on the turn before, and the message of every example pair:
+    one that starts a new topic stands alone, one that continues leans on the question before it."""
+    rows = load_labelled(examples / "standalone.jsonl", "label")
+    pairs = load_pairs(examples / "follow_ups.jsonl")
+    return rows + [Labelled(pair.message, "depends" if pair.continues else "self") for pair in pairs]
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Decisions:
     """Every decision the reader makes, built once."""
@@ -163,8 +171,7 @@ class Decisions:
         acts = Classifier.build("acts", act_examples(examples), embedder, cache_dir=cache_dir)
         kinds_rows = load_labelled(examples / "kinds.jsonl", "kind")
         kinds = Classifier.build("kinds", kinds_rows, embedder, cache_dir=cache_dir)
-        standalone_rows = load_labelled(examples / "standalone.jsonl", "label")
-        standalone = Classifier.build("standalone", standalone_rows, embedder, cache_dir=cache_dir)
+        standalone = Classifier.build("standalone", standalone_examples(examples), embedder, cache_dir=cache_dir)
         subject_rows = load_labelled(examples / "subject.jsonl", "subject")
         subject = Classifier.build("subject", subject_rows, embedder, cache_dir=cache_dir)
         social_rows = load_labelled(examples / "social.jsonl", "social")
