@@ -8,7 +8,8 @@ across subjects: no module's wording) and the embedder:
   describes the module, whatever retrieval finds;
 - `standalone`: whether a message can be understood on its own ("self") or leans on the turn before ("depends");
 - `continues`: whether a message continues the previous question: a regression over how much it leans on the turn
-  before (`standalone`) and how close it is to it, trained on labelled pairs of consecutive messages;
+  before (a classifier like `standalone`, learned from its examples and the pairs' messages) and how close it is to
+  it, trained on labelled pairs of consecutive messages;
 - `social`: what a message of chat alone does socially: greets, thanks, takes leave, or none of these ("other":
   small talk, or a request the module has nothing for); the first three get a short kind reply, not the redirect;
 - `lacking`: which words name a topic the module lacks (`mentor.understanding.lacking`, from the module's
@@ -136,8 +137,10 @@ def act_examples(examples: Path, *, mixes: int = MIXES, seed: int = 0) -> list[L
 
 
 def standalone_examples(examples: Path) -> list[Labelled]:
-    """The examples of messages that stand alone or lean on the turn before, and the message of every example pair:
-    one that starts a new topic stands alone, one that continues leans on the question before it."""
+    """The examples of messages that stand alone or lean on the turn before, and the message of every general
+    example pair: one that starts a new topic stands alone, one that continues leans on the question before it.
+    Without the pairs, chat opening a message read as leaning ("sorry if dumb q but who won the World Cup?" after a
+    question on ZeRO: a follow-up), since the standalone examples' chat openers all lean."""
     rows = load_labelled(examples / "standalone.jsonl", "label")
     pairs = load_pairs(examples / "follow_ups.jsonl")
     return rows + [Labelled(pair.message, "depends" if pair.continues else "self") for pair in pairs]
@@ -171,7 +174,8 @@ class Decisions:
         acts = Classifier.build("acts", act_examples(examples), embedder, cache_dir=cache_dir)
         kinds_rows = load_labelled(examples / "kinds.jsonl", "kind")
         kinds = Classifier.build("kinds", kinds_rows, embedder, cache_dir=cache_dir)
-        standalone = Classifier.build("standalone", standalone_examples(examples), embedder, cache_dir=cache_dir)
+        standalone_rows = load_labelled(examples / "standalone.jsonl", "label")
+        standalone = Classifier.build("standalone", standalone_rows, embedder, cache_dir=cache_dir)
         subject_rows = load_labelled(examples / "subject.jsonl", "subject")
         subject = Classifier.build("subject", subject_rows, embedder, cache_dir=cache_dir)
         social_rows = load_labelled(examples / "social.jsonl", "social")
@@ -179,7 +183,11 @@ class Decisions:
         pairs = load_pairs(examples / "follow_ups.jsonl")
         if follow_up_examples is not None and follow_up_examples.is_file():
             pairs += [_read(pair, words) for pair in load_pairs(follow_up_examples) if pair.module_id in words]
-        continues = ContinuesModel.build(pairs, standalone, embedder, cache_dir=cache_dir)
+        # Whether a message leans on the turn before, for the follow-up decision: learned from the standalone
+        # examples and the example pairs' messages too. The parts of one message keep `standalone` alone: with the
+        # pairs' messages, "what does ZeRO stage 1 shard, and why is bf16 ...?" read as one part.
+        leaning = Classifier.build("leaning", standalone_examples(examples), embedder, cache_dir=cache_dir)
+        continues = ContinuesModel.build(pairs, leaning, embedder, cache_dir=cache_dir)
         messages = [row.text for row in act_examples(examples, mixes=0)]
         spellers = {module_id: w.speller for module_id, w in words.items()}
         lacking = LackingModel.load(lacking_examples, spellers, messages)

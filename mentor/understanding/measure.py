@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from mentor.understanding.decisions import EXAMPLES, act_examples, load_pairs, standalone_examples
+from mentor.understanding.decisions import EXAMPLES, act_examples, load_pairs
 from mentor.understanding.examples import balanced_accuracy, cross_validated, load_labelled
 from mentor.understanding.reader import Reader
 from mentor.understanding.reading import CHATTER, INSTRUCTION, OTHER, QUESTION, Reading
@@ -35,7 +35,7 @@ def measure(reader: Reader, words: ModuleWords, heldout: Path, examples: Path = 
     for name, rows in (
         ("acts", act_examples(examples)),
         ("kinds", load_labelled(examples / "kinds.jsonl", "kind")),
-        ("standalone", standalone_examples(examples)),
+        ("standalone", load_labelled(examples / "standalone.jsonl", "label")),
         ("subject", load_labelled(examples / "subject.jsonl", "subject")),
         ("social", load_labelled(examples / "social.jsonl", "social")),
     ):
