@@ -124,6 +124,9 @@ def test_tiny_run_has_every_figure_and_writes_both_files(tmp_path: Path) -> None
         assert 0 <= stage["median_ms"][key] < 10_000, key
     for key in ("embed", "llm_call", "sum", "end_to_end"):
         assert positive(stage["median_ms"][key]), key
+    # The record takes the reading's vector: the writer embeds nothing again (the figure once read 100%, counting
+    # a record that embedded nothing as a miss).
+    assert stage["record_embed_miss_share"] == 0.0 and stage["median_ms"]["record_embed"] == 0.0
     for name in CONFIGS:
         level = results["configs"][name]["levels"]["1"]
         assert level["requests"] == 3 and level["errors"] == 0, (name, level)

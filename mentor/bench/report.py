@@ -163,7 +163,7 @@ def stage_table(stages: dict) -> list[str]:
         row("**sum of the request-path stages** (all but the signal record)", "sum"),
         row("**`ChatService.ask`, end to end** (adds validation, conversation, thread hand-offs)", "end_to_end"),
         fact(
-            "writer's embedding missed the query cache",
+            "writer embedded the question again, missing the query cache",
             [f"{s['record_embed_miss_share']:.0%}" for s in stages.values()],
         ),
         fact("model load s (first query included)", [fmt(s["model_load_s"], 2) for s in stages.values()]),

@@ -263,11 +263,13 @@ async def measure(spec: StageSpec) -> dict:
         if answered.answer.engine != "llm" or answered.answer.fallback_reason or answered.answer.out_of_scope:
             raise RuntimeError(f"not answered by the LLM engine: {answered.answer.engine}")
         clock.totals.clear()
+        record_embedder.last_text = ""
         with clock.stage("record"):
             question_record(sink.items.pop(), embed=record_embedder.embed_query)
-        # The query cache answers the writer only when the redacted question is the text retrieval embedded
-        # (the cache's key: spaces collapsed, lower case); jargon spelled out for retrieval makes it another text.
-        missed = _key(record_embedder.last_text) != _key(query_embedder.last_text)
+        # The record takes the reading's vector; the writer embeds only a question read without one, and the query
+        # cache answers it only when that text is the one retrieval embedded (its key: spaces collapsed, lower case).
+        embedded = record_embedder.last_text
+        missed = bool(embedded) and _key(embedded) != _key(query_embedder.last_text)
         return {"end_to_end": total_s, "record_embed_missed": float(missed), **clock.totals}
 
     samples: dict[str, list[float]] = defaultdict(list)
