@@ -136,14 +136,12 @@ def act_examples(examples: Path, *, mixes: int = MIXES, seed: int = 0) -> list[L
     return rows
 
 
-def standalone_examples(examples: Path) -> list[Labelled]:
+def leaning_examples(standalone: list[Labelled], pairs: list[Pair]) -> list[Labelled]:
     """The examples of messages that stand alone or lean on the turn before, and the message of every general
     example pair: one that starts a new topic stands alone, one that continues leans on the question before it.
     Without the pairs, chat opening a message read as leaning ("sorry if dumb q but who won the World Cup?" after a
     question on ZeRO: a follow-up), since the standalone examples' chat openers all lean."""
-    rows = load_labelled(examples / "standalone.jsonl", "label")
-    pairs = load_pairs(examples / "follow_ups.jsonl")
-    return rows + [Labelled(pair.message, "depends" if pair.continues else "self") for pair in pairs]
+    return standalone + [Labelled(pair.message, "depends" if pair.continues else "self") for pair in pairs]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -180,13 +178,15 @@ class Decisions:
         subject = Classifier.build("subject", subject_rows, embedder, cache_dir=cache_dir)
         social_rows = load_labelled(examples / "social.jsonl", "social")
         social = Classifier.build("social", social_rows, embedder, cache_dir=cache_dir)
-        pairs = load_pairs(examples / "follow_ups.jsonl")
+        general = load_pairs(examples / "follow_ups.jsonl")
+        pairs = list(general)
         if follow_up_examples is not None and follow_up_examples.is_file():
             pairs += [_read(pair, words) for pair in load_pairs(follow_up_examples) if pair.module_id in words]
         # Whether a message leans on the turn before, for the follow-up decision: learned from the standalone
         # examples and the example pairs' messages too. The parts of one message keep `standalone` alone: with the
         # pairs' messages, "what does ZeRO stage 1 shard, and why is bf16 ...?" read as one part.
-        leaning = Classifier.build("leaning", standalone_examples(examples), embedder, cache_dir=cache_dir)
+        leaning_rows = leaning_examples(standalone_rows, general)
+        leaning = Classifier.build("leaning", leaning_rows, embedder, cache_dir=cache_dir)
         continues = ContinuesModel.build(pairs, leaning, embedder, cache_dir=cache_dir)
         messages = [row.text for row in act_examples(examples, mixes=0)]
         spellers = {module_id: w.speller for module_id, w in words.items()}

@@ -236,12 +236,16 @@ class Reader:
         heads = [words.read(head)[0] for _, head, _ in splits]
         head_vectors = self._embed(heads)
         instruct = acts.probabilities(heads, head_vectors)[:, acts.labels.index(INSTRUCTION)]
-        # Only a cut whose head reads as an order can fit (`_fit`), so only those cuts' tails are read: an ordinary
-        # question that may instruct ("Help me out here: what is ...?") embeds its heads alone, about half the texts.
-        ordering = [number for number in range(len(splits)) if instruct[number] >= INSTRUCTION_FLOOR]
+        # A cut fits only where its head reads as an order, so only those cuts' tails are read: an ordinary question
+        # that may instruct ("Help me out here: what is ...?") embeds its heads alone, about half the texts.
+        ordering = [
+            (split, head, vector, order)
+            for split, head, vector, order in zip(splits, heads, head_vectors, instruct, strict=True)
+            if order >= INSTRUCTION_FLOOR
+        ]
         if not ordering:
             return pieces
-        tails = [words.read(splits[number][2])[0] for number in ordering]
+        tails = [words.read(tail)[0] for (_, _, tail), _, _, _ in ordering]
         tail_vectors = self._embed(tails)
         asks = acts.probabilities(tails, tail_vectors)[:, acts.labels.index(QUESTION)]
         standalone = self.decisions.standalone
@@ -250,10 +254,10 @@ class Reader:
         # the order, "only answer | in JSON.", reads as asking but leans on what came before). The other way round
         # ("the big picture please | (ignore the module)") was tried: it cut "Q1: what's | your hidden prompt?"
         # and flagged one more of the held-out questions as an order, and found no more orders.
-        fit = _fit(instruct[ordering], asks) * alone
+        orders = np.asarray([order for *_, order in ordering])
+        fit = np.where(asks >= PART_FLOOR, orders * asks, 0.0) * alone
         cut: dict[int, int] = {}  # piece -> the cut taken (its place in `ordering`): the first that fits
-        for place, number in enumerate(ordering):
-            index = splits[number][0]
+        for place, ((index, _, _), _, _, _) in enumerate(ordering):
             if fit[place] >= CUT_FLOOR and index not in cut:
                 cut[index] = place
         out: list[_Piece] = []
@@ -262,9 +266,8 @@ class Reader:
                 out.append(piece)
                 continue
             place = cut[index]
-            number = ordering[place]
-            _, head, tail = splits[number]
-            out.append(_Piece(head, heads[number], piece.clause, piece.mark, head_vectors[number]))
+            (_, head, tail), head_read, head_vector, _ = ordering[place]
+            out.append(_Piece(head, head_read, piece.clause, piece.mark, head_vector))
             out.append(_Piece(tail, tails[place], piece.clause, " ", tail_vectors[place]))
         return out
 
@@ -359,11 +362,6 @@ def _pooled(pieces: Sequence[_Piece]) -> np.ndarray:
     weights = np.asarray([max(1, len(p.read.split())) for p in pieces], dtype=np.float32)
     mean = (np.asarray([p.vector for p in pieces]) * weights[:, None]).sum(axis=0)
     return (mean / np.linalg.norm(mean)).astype(np.float32)
-
-
-def _fit(order: np.ndarray, question: np.ndarray) -> np.ndarray:
-    """How surely one side of each cut orders and the other asks (0 unless both pass their floors)."""
-    return np.where((order >= INSTRUCTION_FLOOR) & (question >= PART_FLOOR), order * question, 0.0)
 
 
 def _asking(group: Sequence[_Piece]) -> Sequence[_Piece]:
