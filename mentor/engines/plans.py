@@ -1,9 +1,10 @@
-"""How an answer opens, by the kind of answer the question wants (`mentor.understanding.reading.KINDS`): a decision
-names the option first, a yes/no question its verdict first, then the module's sentences that settle it.
+"""How a decision's answer opens (`mentor.understanding.reading.KINDS`: "choice"): the option first, then the
+module's sentences that make the case for it.
 
 Nothing here names a module's topics: options are what the module's own sentences are about (their subjects) or
-the rows of its tables (`mentor.text.records`), and a verdict is read from the sentence that settles the question
-by the stance decision learned from examples (`mentor.understanding.decisions.Stance`).
+the rows of its tables (`mentor.text.records`). A yes/no question gets its verdict from a calculator that settles
+it (`memory_fit`) or that gives the figure it states; whether a module sentence says yes or no to a question needs
+an entailment model, and none can be loaded here (no weights ship with a package).
 """
 
 from __future__ import annotations
