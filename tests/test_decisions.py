@@ -285,6 +285,14 @@ def test_the_comparison_ends_with_its_caveats() -> None:
             "is a 24 GiB card enough to run a 7B model in fp16?",
             {"params": "7B", "gpu_memory_gb": "25.769803776", "num_gpus": 1, "workload": "inference", "bits": 16},
         ),
+        (  # "gigs": decimal GB, as card makers count them
+            "training a 30b model on 8 h100s (80 gigs each) with zero stage 3, does it fit?",
+            {"params": "30B", "gpu_memory_gb": "80", "num_gpus": 8, "workload": "training", "zero_stage": 3},
+        ),
+        (
+            "will a 7b fit on a 24 gig card for inference in int4?",
+            {"params": "7B", "gpu_memory_gb": "24", "num_gpus": 1, "workload": "inference", "bits": 4},
+        ),
     ],
 )
 def test_fit_questions_are_planned_as_fits(question: str, arguments: dict) -> None:

@@ -2,9 +2,9 @@
 module's sentences that make the case for it.
 
 Nothing here names a module's topics: options are what the module's own sentences are about (their subjects) or
-the rows of its tables (`mentor.text.records`). A yes/no question gets its verdict from a calculator that settles
-it (`memory_fit`) or that gives the figure it states; whether a module sentence says yes or no to a question needs
-an entailment model, and none can be loaded here (no weights ship with a package).
+the rows of its tables (`mentor.text.records`). A yes/no question gets its verdict only from a calculator that settles
+it (`memory_fit`): whether a module sentence says yes or no to a question needs an entailment model, and none can be
+loaded here (no weights ship with a package).
 """
 
 from __future__ import annotations

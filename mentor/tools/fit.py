@@ -293,20 +293,22 @@ WORD_COUNT = "|".join(
     word.replace(" ", r"[\s-]*") for word in sorted(NUMBER_WORDS, key=lambda word: (-len(word), word))
 )
 COUNT = rf"((?!{CONSUMER}\b)\d{{1,5}}|(?:{WORD_COUNT})\b)"
+# A gigabyte as learners write it: "80GB", "80 GiB" (converted exactly), "80 gigs" (decimal, as card makers count).
+GB_UNIT = r"(gb|gib|gigs?)"
 # One GPU's memory, where the wording ties it to a GPU, in this preference: "48 GB card", "24GB of VRAM",
 # "H100 80GB", "A6000s (48GB)", and "on 4 x 80GB" or "a 4090 with 24GB". A bare "needs 96 GB" is a need, not a GPU.
 MEMORY_THEN_CARD = re.compile(
-    rf"(?<![\w.])(\d+(?:\.\d+)?)\s*(gb|gib)\b\s*(?:(?:of\s*)?(?:vram|hbm\w*|memory)\s*)?"
+    rf"(?<![\w.])(\d+(?:\.\d+)?)\s*{GB_UNIT}\b\s*(?:(?:of\s*)?(?:vram|hbm\w*|memory)\s*)?"
     rf"(?:each|per\s*{CARD}|(?:nvidia\s*)?{GPU_NAME}s?\b|{CARD}\b)",
     re.I,
 )
-VRAM = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(gb|gib)\b\s*(?:of\s*)?(?:vram|hbm\w*)\b", re.I)
+VRAM = re.compile(rf"(?<![\w.])(\d+(?:\.\d+)?)\s*{GB_UNIT}\b\s*(?:of\s*)?(?:vram|hbm\w*)\b", re.I)
 NAME_THEN_MEMORY = re.compile(
-    rf"\b{GPU_NAME}s?(?:[\s-]*(?:sxm\d?|pcie|nvl))?[\s-]*\(?(\d+(?:\.\d+)?)\s*(gb|gib)\b", re.I
+    rf"\b{GPU_NAME}s?(?:[\s-]*(?:sxm\d?|pcie|nvl))?[\s-]*\(?(\d+(?:\.\d+)?)\s*{GB_UNIT}\b", re.I
 )
 ON_MEMORY = re.compile(
     rf"\b(?:on|in|into|within|to|across|with|over)\s+(?:(?:a\s+single|each|{WORD_COUNT}|\d{{1,5}})\s*"
-    r"(?:[x×*]\s*)?)?(?<![\d.])(\d+(?:\.\d+)?)\s*(gb|gib)\b",
+    rf"(?:[x×*]\s*)?)?(?<![\d.])(\d+(?:\.\d+)?)\s*{GB_UNIT}\b",
     re.I,
 )
 GPU_MEMORY = (MEMORY_THEN_CARD, VRAM, NAME_THEN_MEMORY, ON_MEMORY)
@@ -356,7 +358,7 @@ def _gpu_memory(text: str) -> str | None:
         match = pattern.search(text)
         if match:
             number, unit = match.group(1), match.group(2).lower()
-            return number if unit == "gb" else str((Decimal(number) * GIB_IN_GB).normalize())
+            return str((Decimal(number) * GIB_IN_GB).normalize()) if unit == "gib" else number
     return None
 
 
