@@ -223,6 +223,16 @@ def test_two_questions_are_two_parts(reader, words) -> None:
     assert len(reading.parts) == 2
 
 
+def test_a_second_question_that_names_its_subject_is_answered_on_its_own(reader, words) -> None:
+    # Read with the first before `second_parts` (the standalone examples' "and ..." openers all lean), the second
+    # half was answered from a sentence about both, and the row that says when tensor parallel wins was never quoted.
+    alone = read(reader, words, "when does data parallel win, and when is tensor parallel the better pick?")
+    second = "and when is tensor parallel the better pick?"
+    assert [p.text for p in alone.parts] == ["when does data parallel win", second]
+    leaning = read(reader, words, "what is tensor parallelism, and when does it win?")
+    assert leaning.parts[1].text.startswith(leaning.parts[0].text)
+
+
 def test_a_situation_before_a_comma_is_the_questions_context_not_a_part(reader, words) -> None:
     # Read as asking at 0.86-0.92, short of a question's sureness: one part, its situation kept with it.
     for message in (
@@ -259,7 +269,8 @@ def test_the_decisions_hold_their_floors_on_held_out_sets(reader, words) -> None
     assert figures["kinds"].heldout_score >= 0.90
     assert figures["subject"].heldout_score >= 0.90
     assert figures["continues"].heldout_score >= 0.88
-    for name in ("acts", "kinds", "standalone", "subject"):
+    assert figures["second_parts"].heldout_score >= 0.87  # 0.909 (n=32); 0.833 with the standalone examples alone
+    for name in ("acts", "kinds", "standalone", "second_parts", "subject"):
         assert figures[name].cross_validated >= 0.88, name
     note = figures["instructions"].note
     recall = float(note.split("recall ")[1].split()[0])

@@ -151,6 +151,7 @@ class Decisions:
     acts: Classifier
     kinds: Classifier
     standalone: Classifier
+    second_parts: Classifier  # whether a message's second question is read with its first
     subject: Classifier
     continues: ContinuesModel
     lacking: LackingModel
@@ -174,6 +175,11 @@ class Decisions:
         kinds = Classifier.build("kinds", kinds_rows, embedder, cache_dir=cache_dir)
         standalone_rows = load_labelled(examples / "standalone.jsonl", "label")
         standalone = Classifier.build("standalone", standalone_rows, embedder, cache_dir=cache_dir)
+        # A second question joined to a first by "and", "also", "but" leans on it only when it does not say what it
+        # is about ("..., and when is a heap the better choice?" stands alone; "..., and why does that happen?"
+        # leans): the standalone examples' openers all lean, so this decision also learns from second questions.
+        second_rows = standalone_rows + load_labelled(examples / "second_parts.jsonl", "label")
+        second_parts = Classifier.build("second_parts", second_rows, embedder, cache_dir=cache_dir)
         subject_rows = load_labelled(examples / "subject.jsonl", "subject")
         subject = Classifier.build("subject", subject_rows, embedder, cache_dir=cache_dir)
         social_rows = load_labelled(examples / "social.jsonl", "social")
@@ -191,4 +197,4 @@ class Decisions:
         messages = [row.text for row in act_examples(examples, mixes=0)]
         spellers = {module_id: w.speller for module_id, w in words.items()}
         lacking = LackingModel.load(lacking_examples, spellers, messages)
-        return cls(acts, kinds, standalone, subject, continues, lacking, social)
+        return cls(acts, kinds, standalone, second_parts, subject, continues, lacking, social)

@@ -32,16 +32,18 @@ def measure(reader: Reader, words: ModuleWords, heldout: Path, examples: Path = 
     """Every decision's figures; a held-out file that is missing leaves its score None."""
     embed = reader.embedder.embed_documents
     figures: list[Measured] = []
+    standalone = load_labelled(examples / "standalone.jsonl", "label")
     for name, rows in (
         ("acts", act_examples(examples)),
         ("kinds", load_labelled(examples / "kinds.jsonl", "kind")),
-        ("standalone", load_labelled(examples / "standalone.jsonl", "label")),
+        ("standalone", standalone),
+        ("second_parts", standalone + load_labelled(examples / "second_parts.jsonl", "label")),
         ("subject", load_labelled(examples / "subject.jsonl", "subject")),
         ("social", load_labelled(examples / "social.jsonl", "social")),
     ):
         texts = [row.text for row in rows]
         score = cross_validated(texts, embed(texts), [row.label for row in rows])
-        held = _heldout(name, reader, words, heldout)
+        held = _parts(reader, words, heldout) if name == "second_parts" else _heldout(name, reader, words, heldout)
         figures.append(Measured(name, len(rows), score, held[0], held[1]))
     figures.append(_follow_ups(reader, words, heldout))
     figures.append(_instructions(reader, words, heldout))
@@ -59,7 +61,7 @@ def _rows(path: Path) -> list[dict]:
 def _heldout(name: str, reader: Reader, words: ModuleWords, heldout: Path) -> tuple[int, float | None]:
     """A clause or question decision on its held-out set, read whole as a message."""
     path = heldout / f"{name}.jsonl"
-    if name == "standalone" or not path.is_file():
+    if name == "standalone" or not path.is_file():  # its held-out set is the message's parts (`_parts`)
         return 0, None
     rows = _rows(path)
     if name == "acts":
@@ -75,6 +77,24 @@ def _heldout(name: str, reader: Reader, words: ModuleWords, heldout: Path) -> tu
         truth = [row["kind"] for row in rows]
         predicted = [_read(reader, words, row["text"]).kind for row in rows]
     return len(rows), balanced_accuracy(truth, predicted)
+
+
+def _parts(reader: Reader, words: ModuleWords, heldout: Path) -> tuple[int, float | None]:
+    """Whether the second of two questions in one message stands alone ("..., and when is tensor parallel the better
+    pick?") or is read with the first ("..., and stage 3?"), as the chat reads the message (`parts.jsonl`)."""
+    path = heldout / "parts.jsonl"
+    if not path.is_file():
+        return 0, None
+    rows = _rows(path)
+    truth = [str(row["second_alone"]) for row in rows]
+    predicted = [str(_second_alone(_read(reader, words, row["text"]))) for row in rows]
+    return len(rows), balanced_accuracy(truth, predicted)
+
+
+def _second_alone(reading: Reading) -> bool:
+    """True when the message reads as two parts and the second is not read with the first."""
+    parts = reading.parts
+    return len(parts) >= 2 and not parts[1].text.startswith(parts[0].text.rstrip("?"))
 
 
 def _act(reading: Reading) -> str:

@@ -289,11 +289,11 @@ class Reader:
                 pending = []
         if len(groups) > MAX_PARTS:
             groups = [*groups[: MAX_PARTS - 1], [p for group in groups[MAX_PARTS - 1 :] for p in group]]
-        standalone = self.decisions.standalone
+        second_parts = self.decisions.second_parts
         read: list[tuple[str, list[_Piece]]] = []  # each part's text and the pieces it is read from
         for i, group in enumerate(groups):
             first = _asking(group)[0]
-            leans = i and standalone.probability(first.read, first.vector, "depends") >= DEPENDS_FLOOR
+            leans = i and second_parts.probability(first.read, first.vector, "depends") >= DEPENDS_FLOOR
             pooled = [*read[-1][1], *group] if leans else list(group)
             read.append((_joined(pooled, read=True), pooled))
         return [
