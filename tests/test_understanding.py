@@ -270,6 +270,9 @@ def test_the_decisions_hold_their_floors_on_held_out_sets(reader, words) -> None
     assert figures["subject"].heldout_score >= 0.90
     assert figures["continues"].heldout_score >= 0.88
     assert figures["second_parts"].heldout_score >= 0.87  # 0.909 (n=32); 0.833 with the standalone examples alone
+    # 0.779 (n=83): 37 of 54 labelled concepts named ("flash attention", "expert parallelism" are everyday words),
+    # 37 of 42 names are concepts (the others: chat and typos, "sry", "zer0")
+    assert figures["lacking"].heldout_score >= 0.75
     for name in ("acts", "kinds", "standalone", "second_parts", "subject"):
         assert figures[name].cross_validated >= 0.88, name
     note = figures["instructions"].note

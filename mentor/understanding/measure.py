@@ -45,6 +45,7 @@ def measure(reader: Reader, words: ModuleWords, heldout: Path, examples: Path = 
         score = cross_validated(texts, embed(texts), [row.label for row in rows])
         held = _parts(reader, words, heldout) if name == "second_parts" else _heldout(name, reader, words, heldout)
         figures.append(Measured(name, len(rows), score, held[0], held[1]))
+    figures.append(_lacking(reader, words, heldout))
     figures.append(_follow_ups(reader, words, heldout))
     figures.append(_instructions(reader, words, heldout))
     return figures
@@ -95,6 +96,28 @@ def _second_alone(reading: Reading) -> bool:
     """True when the message reads as two parts and the second is not read with the first."""
     parts = reading.parts
     return len(parts) >= 2 and not parts[1].text.startswith(parts[0].text.rstrip("?"))
+
+
+def _lacking(reader: Reader, words: ModuleWords, heldout: Path) -> Measured:
+    """The concepts a question names that the module lacks (`lacking.jsonl`): whether it names any (balanced
+    accuracy), and in the note, how many of the labelled concepts are named and how many named ones are labelled.
+    A concept is named when one holds the other ("ring attention" for "ring attention kernels")."""
+    path = heldout / "lacking.jsonl"
+    if not path.is_file():
+        return Measured("lacking", 0, None, 0, None)
+    rows = _rows(path)
+    named = [[c.lower() for c in _read(reader, words, row["text"]).lacking] for row in rows]
+    labelled = [[c.lower() for c in row["lacking"]] for row in rows]
+    found = sum(any(_same(t, n) for n in ns) for ts, ns in zip(labelled, named, strict=True) for t in ts)
+    right = sum(any(_same(t, n) for t in ts) for ts, ns in zip(labelled, named, strict=True) for n in ns)
+    truths, names = sum(map(len, labelled)), sum(map(len, named))
+    score = balanced_accuracy([str(bool(ts)) for ts in labelled], [str(bool(ns)) for ns in named])
+    note = f"concepts named {found}/{truths}, names that are concepts {right}/{names}"
+    return Measured("lacking", 0, None, len(rows), score, note)
+
+
+def _same(concept: str, name: str) -> bool:
+    return concept in name or name in concept
 
 
 def _act(reading: Reading) -> str:
