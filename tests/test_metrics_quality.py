@@ -11,7 +11,7 @@ import httpx
 
 from mentor.evaluate import Case, CaseResult, Expect, compute_metrics, export_records, judge, run_cases, write_report
 from mentor.evaluate.metrics import answer_units, states_verdict
-from mentor.framing import PARTIAL_OPENING
+from mentor.framing import PARTIAL_OPENING, POINTS_TO
 
 from .conftest import MODULE_ID
 
@@ -111,6 +111,20 @@ def test_sentence_precision_and_answer_completeness() -> None:
 
 
 # ---- verdicts ----------------------------------------------------------------------------------------------------
+
+
+def test_a_pointer_to_another_module_answers_its_part_but_is_no_unit() -> None:
+    # "why does int4 speed up decoding, and is the memory-bound decode thing explained somewhere?": the second part
+    # is answered by where the module sends the learner, which claims nothing about this module's content.
+    parts = (("ideal for memory-bound decode",), ("for why decode is memory-bound",))
+    result = answered(
+        case("q1", "concept", parts=parts),
+        "Weight-only int4 shrinks the bytes read per decode step — ideal for memory-bound decode. [1]\n\n"
+        f"For why decode is memory-bound, {POINTS_TO} *Inference & serving* (P10.llm-systems-frontier.01).",
+    )
+    verdicts = judge(result)
+    assert verdicts["answer_complete"] is True and verdicts["parts_answered"] == 2
+    assert verdicts["answer_units"] == 1 and verdicts["relevant_units"] == 1
 
 
 def test_verdict_rate_reads_the_first_sentence_for_whole_words() -> None:

@@ -332,7 +332,10 @@ def _quality(result: CaseResult, answered: bool) -> dict[str, Any]:
         verdicts["answer_units"] = len(units)
         verdicts["relevant_units"] = sum(relevant(u, expect.parts) for u in units)
         verdicts["irrelevant_units"] = [u for u in units if not relevant(u, expect.parts)]
-        answered_parts = [any(relevant(u, [part]) for u in units) for part in expect.parts]
+        # Where the module sends the learner answers a "where do I learn ...?" part; it is no claim about this
+        # module's content, so it adds nothing to sentence precision.
+        pointers = [match_text(_bare(s)) for s in answer_sentences(result.answer) if POINTS_TO in s] if answered else []
+        answered_parts = [any(relevant(u, [part]) for u in [*units, *pointers]) for part in expect.parts]
         verdicts["parts_answered"] = sum(answered_parts)
         verdicts["answer_complete"] = all(answered_parts)
     if expect.verdict is not None:
