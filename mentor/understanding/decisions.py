@@ -7,6 +7,8 @@ across subjects: no module's wording) and the embedder:
   draw on?") or about a subject it names ("who painted the Mona Lisa?"): only the former is answered from what
   describes the module, whatever retrieval finds;
 - `standalone`: whether a message can be understood on its own ("self") or leans on the turn before ("depends");
+- `second_parts`: whether a message's second question is read on its own or with its first: a classifier like
+  `standalone`, learned from its examples and second questions joined to a first (`second_parts.jsonl`);
 - `continues`: whether a message continues the previous question: a regression over how much it leans on the turn
   before (a classifier like `standalone`, learned from its examples and the pairs' messages) and how close it is to
   it, trained on labelled pairs of consecutive messages;

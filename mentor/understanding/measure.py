@@ -117,6 +117,7 @@ def _lacking(reader: Reader, words: ModuleWords, heldout: Path) -> Measured:
 
 
 def _same(concept: str, name: str) -> bool:
+    """True when a labelled concept and a name the reader gave hold one another."""
     return concept in name or name in concept
 
 
