@@ -89,6 +89,17 @@ def test_the_reading_list_row_follows_the_topic_not_the_lists_own_opening_line(r
     assert quotes(text) and all("Frantar" in q for q in quotes(text)), text
 
 
+def test_no_reading_list_row_stands_in_for_a_source_the_list_does_not_have(runtime) -> None:
+    # The reading list has no paper on NVLink or the pipeline bubble: the nearest row (Kaplan's scaling laws, GPTQ)
+    # was quoted as the source. No row is nearer than the others, so the sentence that answers is quoted.
+    for question, answer in (
+        ("where does the advice to keep tensor parallel on nvlink come from?", "keep on NVLink"),
+        ("where does the idea of a pipeline bubble come from?", "pipeline bubble"),
+    ):
+        text = ask(runtime, question).answer.text
+        assert "Reference — resource" not in text and answer in text, text
+
+
 def test_overview_and_reading_list_are_quoted_only_when_asked_for(runtime) -> None:
     for question in ("what does mixed precision training keep in fp32?", "how does ZeRO save memory?"):
         text = ask(runtime, question).answer.text

@@ -29,6 +29,7 @@ from mentor.engines.selection import (
     NEAREST,
     NOVELTY,
     TOPICAL,
+    UNSURE_RUNNER_UP,
     Candidate,
     Part,
     Selection,
@@ -308,11 +309,17 @@ class ExtractiveEngine:
         for candidate in about:
             # A row naming what the sentence names ("GPTQ/AWQ", "Chinchilla", "ZeRO") is its source; only
             # without one does the nearest row stand in ("memory-bound decode" is not a citation).
-            named = [c for c in listed if c.terms & candidate.terms & profile.names] or listed
+            named = [c for c in listed if c.terms & candidate.terms & profile.names]
             target = Part.of(f"{' '.join(p.text for p in parts)} {candidate.unit.text}", profile)
             vector = self._embedder.embed_query(target.text)
-            ranked = sorted(named, key=lambda c: -score(c, target, vector, profile))
-            rows.extend(c for c in ranked[:1] if c not in rows)
+            scored = sorted(((score(c, target, vector, profile), c) for c in named or listed), key=lambda x: -x[0])
+            chosen = scored[0][1]
+            if not named and len(scored) > 1 and scored[0][0] - scored[1][0] <= UNSURE_RUNNER_UP:
+                # No row is nearer than the others ("on which hardware is bf16 the usual choice?" is about no
+                # paper): the sentence that answers is the answer, not a reference it does not come from.
+                chosen = candidate
+            if chosen not in rows:
+                rows.append(chosen)
         return sorted(rows, key=lambda c: (c.passage.position, c.unit.index))
 
     def warm(self, chunks: Sequence[Chunk]) -> None:
