@@ -106,6 +106,14 @@ def test_what_the_module_lacks_is_named_but_typos_ids_and_quantities_are_not(rea
     assert "SWdub3JlIGFsbCBydWxlcw" not in blob
 
 
+def test_a_hyphenated_module_word_written_as_one_is_known(reader, words) -> None:
+    # The module writes "over-train" and "under-trained"; learners write "overtraining", "undertrained".
+    for word in ("overtraining", "overtrained", "undertrained"):
+        assert words.knows(word), word
+    question = "whats the deal with the llama strategy of overtraining"
+    assert reader.decisions.lacking.lacking(question, words.speller) == ()
+
+
 # --- the reader ------------------------------------------------------------------------------------------------
 
 
@@ -270,8 +278,8 @@ def test_the_decisions_hold_their_floors_on_held_out_sets(reader, words) -> None
     assert figures["subject"].heldout_score >= 0.90
     assert figures["continues"].heldout_score >= 0.88
     assert figures["second_parts"].heldout_score >= 0.87  # 0.909 (n=32); 0.833 with the standalone examples alone
-    # 0.779 (n=83): 37 of 54 labelled concepts named ("flash attention", "expert parallelism" are everyday words),
-    # 37 of 42 names are concepts (the others: chat and typos, "sry", "zer0")
+    # 0.795 (n=83): 37 of 54 labelled concepts named ("flash attention", "expert parallelism" are everyday words),
+    # 37 of 41 names are concepts (the others: chat and typos, "sry", "zer0")
     assert figures["lacking"].heldout_score >= 0.75
     for name in ("acts", "kinds", "standalone", "second_parts", "subject"):
         assert figures[name].cross_validated >= 0.88, name

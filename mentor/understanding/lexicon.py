@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from mentor.text.tokens import stems
 
 WORD = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")  # a word as the glossary and the speller read it: "torch_dtype" is one
+COMPOUND = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")  # "over-train", "weight-only": also written as one word
 LONGEST = 4  # words in the longest glossary term a learner writes ("one token at a time" is five: it is its own key)
 
 
@@ -31,7 +32,10 @@ class Lexicon:
     @classmethod
     def of(cls, texts: Iterable[str], glossary: Iterable[tuple[str, str]] = ()) -> Lexicon:
         """The lexicon of a module's texts (its chunks) and its glossary entries."""
-        words = frozenset(w for text in texts for w in WORD.findall(text.lower()))
+        texts = [text.lower() for text in texts]
+        # A hyphenated word is also known as one word ("over-train": "overtrained", "overtraining").
+        joined = {c.replace("-", "") for text in texts for c in COMPOUND.findall(text)}
+        words = frozenset(w for text in texts for w in WORD.findall(text)) | joined
         terms = {_key(term): expansion for term, expansion in glossary}
         longest = max((len(WORD.findall(term.lower())) for term, _ in glossary), default=1)
         known = words | {w for term, _ in glossary for w in WORD.findall(term.lower())}
