@@ -44,6 +44,13 @@ def test_a_decision_names_its_option_first(runtime, message: str, option: str) -
     assert ask(runtime, message, MODULE_ID).startswith(f"**{option}** [")
 
 
+def test_a_sentence_about_both_options_names_neither(runtime) -> None:
+    # "GPTQ minimises …; AWQ protects …; both are post-training" makes no case for either: it was read as being about
+    # the first one it names, and "**GPTQ**" opened the answer as if the module recommended it.
+    answer = ask(runtime, "gptq vs awq which should i use?", MODULE_ID)
+    assert not answer.startswith("**") and "AWQ protects salient channels" in answer, answer
+
+
 @pytest.mark.parametrize(
     ("message", "option"),
     [
