@@ -188,6 +188,15 @@ def test_quantized_size() -> None:
     assert recognise_quantized_size("a 70B model in fp16", NONE) is None
 
 
+def test_each_width_named_gets_its_own_size() -> None:
+    # "13B in int4 vs int8?" was planned for int4 alone: the int8 half of the question had no figure.
+    calls = recognise_quantized_size("13B in int4 vs int8?", NONE)
+    assert [c.arguments for c in calls] == [{"params": "13B", "bits": 4}, {"params": "13B", "bits": 8}]
+    # A width before another argument's name is that argument's, not the weights'.
+    scales = only(recognise_quantized_size("70B in 4-bit with group size 128 and 8-bit scales", NONE))
+    assert scales.arguments == {"params": "70B", "bits": 4, "group_size": 128, "scale_bits": 8}
+
+
 def test_training_time() -> None:
     call = only(recognise_training_time("how long to train 13B on 256 GPUs (A10G) at mfu 0.5 with 1.4T tokens", NONE))
     assert call == PlannedCall(

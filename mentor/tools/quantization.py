@@ -88,18 +88,46 @@ BITS = re.compile(r"\bint\s?(\d{1,2})\b|(?<![\w.])(\d{1,2})[\s-]*bits?\b|\bw(\d)
 GROUP = re.compile(r"group[\s-]*size\s*(?:of|=)?\s*(\d+)|\bgroups?\s+of\s+(\d+)|\bg(\d{2,4})\b", re.I)
 
 
+NEXT_WORD = re.compile(r"[\s-]*([a-z]+)", re.I)
+MAX_WIDTHS = 3  # "13B in int4, int8 or fp16?": one size each
+
+
 def recognise_quantized_size(text: str, context: PlanContext) -> Recognised:
-    """A width and a model size (from this question or an earlier one): "int4 70B", "70B in 4-bit, group 128"."""
+    """A width and a model size (from this question or an earlier one): "int4 70B", "70B in 4-bit, group 128"; one
+    call per width named ("13B in int4 vs int8?")."""
     if not QUANT_WORDS.search(text):
         return None
-    bits = first(BITS, text)
+    widths, other_widths = widths_named(text)
     params, assumed = context.params_or_assume(text, allow_example=False)
-    if not (bits and params):
+    if not (widths and params):
         return None
-    arguments: dict[str, Any] = {"params": params, "bits": int(bits)}
-    if group := first(GROUP, text):
-        arguments["group_size"] = int(group)
-    return PlannedCall("quantized_size", arguments, assumed)
+    calls = []
+    for bits in widths[:MAX_WIDTHS]:
+        arguments: dict[str, Any] = {"params": params, "bits": bits, **other_widths}
+        if group := first(GROUP, text):
+            arguments["group_size"] = int(group)
+        calls.append(PlannedCall("quantized_size", arguments, assumed))
+    return calls if len(calls) > 1 else calls[0]
+
+
+# The calculator's other widths, by the word that names them: "scale" -> scale_bits, "zero" -> zero_point_bits.
+OTHER_WIDTHS = {name.split("_")[0]: name for name in QuantizedSizeArgs.model_fields if name.endswith("_bits")}
+
+
+def widths_named(text: str) -> tuple[list[int], dict[str, int]]:
+    """The weight widths `text` names, in order, each once, and the calculator's other widths: a width followed by
+    the name of another of its arguments is that argument's ("8-bit scales" is `scale_bits`), not the weights'."""
+    weights: dict[int, None] = {}
+    others: dict[str, int] = {}
+    for match in BITS.finditer(text):
+        width = int(next(group for group in match.groups() if group))
+        after = NEXT_WORD.match(text, match.end())
+        named = OTHER_WIDTHS.get(after.group(1).lower().removesuffix("s")) if after is not None else None
+        if named is not None:
+            others.setdefault(named, width)
+        else:
+            weights.setdefault(width, None)
+    return list(weights), others
 
 
 QUANTIZED_SIZE = Calculator.from_function(
