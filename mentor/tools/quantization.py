@@ -88,7 +88,8 @@ BITS = re.compile(r"\bint\s?(\d{1,2})\b|(?<![\w.])(\d{1,2})[\s-]*bits?\b|\bw(\d)
 GROUP = re.compile(r"group[\s-]*size\s*(?:of|=)?\s*(\d+)|\bgroups?\s+of\s+(\d+)|\bg(\d{2,4})\b", re.I)
 
 
-NEXT_WORD = re.compile(r"(?<![\s-])[\s-]*([a-z]+)", re.I)  # the word after a width; never started inside a gap (linear on a run of spaces)
+# The word after a width; a match never starts inside a gap, so a run of spaces is scanned once.
+NEXT_WORD = re.compile(r"(?<![\s-])[\s-]*([a-z]+)", re.I)
 MAX_WIDTHS = 3  # "13B in int4, int8 or fp16?": one size each
 
 
