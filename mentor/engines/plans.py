@@ -50,9 +50,8 @@ def named_choice(
     fp16 for stability", "ZeRO shards the optimizer state (Adam) across the DP group"), else the one whose own
     sentences (naming no other option: "int8/int4 cut memory" makes no case for either) answer best. A sentence
     whose subjects are several of them ("GPTQ minimises …; AWQ protects …") makes no case for either."""
-    both = [
-        c for units in named.values() for c in units if len(named.keys() & c.terms) >= 2 and _one(c.head & named.keys())
-    ]
+    options = named.keys()
+    both = [c for units in named.values() for c in units if len(options & c.terms) >= 2 and len(options & c.head) == 1]
     if both:
         best = max(both, key=lambda c: score(c, part, vector, profile))
         order = {t: i for i, t in reversed(list(enumerate(tokenize(best.unit.text))))}
@@ -115,11 +114,6 @@ def _named_options(part: Part, pool: Sequence[Candidate], profile: ModuleProfile
         for name in candidate.terms & named:
             options.setdefault(name, []).append(candidate)
     return options
-
-
-def _one(subjects: frozenset[str]) -> bool:
-    """True when a sentence has exactly one of the options as its subject: it is about that one."""
-    return len(subjects) == 1
 
 
 def _written(term: str, text: str) -> str:

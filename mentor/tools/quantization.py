@@ -86,10 +86,10 @@ def quantized_size(args: QuantizedSizeArgs) -> ToolResult:
 QUANT_WORDS = re.compile(r"\b(int\d|quanti[sz]\w*|\d+[\s-]*bits?|gptq|awq|w\da\d+)\b", re.I)
 BITS = re.compile(r"\bint\s?(\d{1,2})\b|(?<![\w.])(\d{1,2})[\s-]*bits?\b|\bw(\d)a\d+\b", re.I)
 GROUP = re.compile(r"group[\s-]*size\s*(?:of|=)?\s*(\d+)|\bgroups?\s+of\s+(\d+)|\bg(\d{2,4})\b", re.I)
-
-
 # The word after a width; a match never starts inside a gap, so a run of spaces is scanned once.
 NEXT_WORD = re.compile(r"(?<![\s-])[\s-]*([a-z]+)", re.I)
+# The calculator's other widths, by the word that names them: "scale" -> scale_bits, "zero" -> zero_point_bits.
+OTHER_WIDTHS = {name.split("_")[0]: name for name in QuantizedSizeArgs.model_fields if name.endswith("_bits")}
 MAX_WIDTHS = 3  # "13B in int4, int8 or fp16?": one size each
 
 
@@ -102,17 +102,13 @@ def recognise_quantized_size(text: str, context: PlanContext) -> Recognised:
     params, assumed = context.params_or_assume(text, allow_example=False)
     if not (widths and params):
         return None
-    calls = []
-    for bits in widths[:MAX_WIDTHS]:
-        arguments: dict[str, Any] = {"params": params, "bits": bits, **other_widths}
-        if group := first(GROUP, text):
-            arguments["group_size"] = int(group)
-        calls.append(PlannedCall("quantized_size", arguments, assumed))
+    rest: dict[str, Any] = dict(other_widths)
+    if group := first(GROUP, text):
+        rest["group_size"] = int(group)
+    calls = [
+        PlannedCall("quantized_size", {"params": params, "bits": bits, **rest}, assumed) for bits in widths[:MAX_WIDTHS]
+    ]
     return calls if len(calls) > 1 else calls[0]
-
-
-# The calculator's other widths, by the word that names them: "scale" -> scale_bits, "zero" -> zero_point_bits.
-OTHER_WIDTHS = {name.split("_")[0]: name for name in QuantizedSizeArgs.model_fields if name.endswith("_bits")}
 
 
 def widths_named(text: str) -> tuple[list[int], dict[str, int]]:

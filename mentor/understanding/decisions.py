@@ -146,6 +146,13 @@ def leaning_examples(standalone: list[Labelled], pairs: list[Pair]) -> list[Labe
     return standalone + [Labelled(pair.message, "depends" if pair.continues else "self") for pair in pairs]
 
 
+def second_part_examples(standalone: list[Labelled], examples: Path) -> list[Labelled]:
+    """The standalone examples and second questions joined to a first by "and", "also", "but": one leans on the
+    first only when it does not say what it is about ("..., and when is a heap the better choice?" stands alone;
+    "..., and why does that happen?" leans). The standalone examples' openers all lean."""
+    return standalone + load_labelled(examples / "second_parts.jsonl", "label")
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Decisions:
     """Every decision the reader makes, built once."""
@@ -177,10 +184,7 @@ class Decisions:
         kinds = Classifier.build("kinds", kinds_rows, embedder, cache_dir=cache_dir)
         standalone_rows = load_labelled(examples / "standalone.jsonl", "label")
         standalone = Classifier.build("standalone", standalone_rows, embedder, cache_dir=cache_dir)
-        # A second question joined to a first by "and", "also", "but" leans on it only when it does not say what it
-        # is about ("..., and when is a heap the better choice?" stands alone; "..., and why does that happen?"
-        # leans): the standalone examples' openers all lean, so this decision also learns from second questions.
-        second_rows = standalone_rows + load_labelled(examples / "second_parts.jsonl", "label")
+        second_rows = second_part_examples(standalone_rows, examples)
         second_parts = Classifier.build("second_parts", second_rows, embedder, cache_dir=cache_dir)
         subject_rows = load_labelled(examples / "subject.jsonl", "subject")
         subject = Classifier.build("subject", subject_rows, embedder, cache_dir=cache_dir)

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from mentor.understanding.decisions import EXAMPLES, act_examples, load_pairs
+from mentor.understanding.decisions import EXAMPLES, act_examples, load_pairs, second_part_examples
 from mentor.understanding.examples import balanced_accuracy, cross_validated, load_labelled
 from mentor.understanding.reader import Reader
 from mentor.understanding.reading import CHATTER, INSTRUCTION, OTHER, QUESTION, Reading
@@ -37,7 +37,7 @@ def measure(reader: Reader, words: ModuleWords, heldout: Path, examples: Path = 
         ("acts", act_examples(examples)),
         ("kinds", load_labelled(examples / "kinds.jsonl", "kind")),
         ("standalone", standalone),
-        ("second_parts", standalone + load_labelled(examples / "second_parts.jsonl", "label")),
+        ("second_parts", second_part_examples(standalone, examples)),
         ("subject", load_labelled(examples / "subject.jsonl", "subject")),
         ("social", load_labelled(examples / "social.jsonl", "social")),
     ):
@@ -62,7 +62,7 @@ def _rows(path: Path) -> list[dict]:
 def _heldout(name: str, reader: Reader, words: ModuleWords, heldout: Path) -> tuple[int, float | None]:
     """A clause or question decision on its held-out set, read whole as a message."""
     path = heldout / f"{name}.jsonl"
-    if name == "standalone" or not path.is_file():  # its held-out set is the message's parts (`_parts`)
+    if not path.is_file():
         return 0, None
     rows = _rows(path)
     if name == "acts":
