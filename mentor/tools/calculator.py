@@ -80,6 +80,11 @@ class Calculator:
         text = " ".join((self.name, self.title, self.description, schema)).lower()
         return frozenset(stems(WORDS.findall(text)))
 
+    @cached_property
+    def title_words(self) -> frozenset[str]:
+        """The stems of its title's words: what an answer heads its result with ("activation", "memory")."""
+        return frozenset(stems(WORDS.findall(self.title.lower())))
+
     def models(self, concept: str) -> bool:
         """True when every word of `concept` is one the calculator is described in ("fp8 e5m2" for the number
         format; not "qlora" for full training memory: a method it does not model)."""

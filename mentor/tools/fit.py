@@ -1,4 +1,5 @@
-"""Will it fit? Training's model state, or a model's weights at a precision, against G GPUs of M GB each.
+"""Will it fit, and on how many GPUs? Training's model state, or a model's weights at a precision, against G GPUs
+of M GB each, or the fewest G that hold it.
 
 A decision, not a new formula: training counts what `training_memory` counts (16 bytes/param for mixed-precision
 Adam) and shards it as `zero_memory` does; inference counts what `quantized_size` counts. The verdict compares the
@@ -16,9 +17,12 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from mentor.text.tokens import stems
 from mentor.tools import units
-from mentor.tools.calculator import Calculator
+from mentor.tools.activations import ACTIVATION_MEMORY
+from mentor.tools.calculator import WORDS, Calculator
 from mentor.tools.memory import (
+    KV_CACHE,
     OPTIMIZER,
     ZERO_SHARDED,
     ZERO_STAGE,
@@ -46,7 +50,9 @@ PART_NAMES = {"weights": "weights", "gradients": "gradients", "optimizer": "opti
 class MemoryFitArgs(ToolArgs):
     params: Count = Field(description='Model parameters, e.g. "70B".')
     gpu_memory_gb: PositiveNumber = Field(description="Memory of one GPU in GB (10^9 bytes), e.g. 80 for an H100 80GB.")
-    num_gpus: Count = Field(1, description="GPUs available, each with gpu_memory_gb.")
+    num_gpus: Count | None = Field(
+        1, description="GPUs available, each with gpu_memory_gb; null = the fewest GPUs that hold it (how many?)."
+    )
     workload: choice_type("training", "inference") = Field(  # type: ignore[valid-type]
         "training",
         description="training: mixed-precision model state (16 bytes/param with Adam); inference: the weights alone.",
@@ -193,6 +199,10 @@ def _plan_inference(args: MemoryFitArgs) -> dict[str, Any]:
     }
 
 
+def _plan(args: MemoryFitArgs) -> dict[str, Any]:
+    return _plan_training(args) if args.workload == "training" else _plan_inference(args)
+
+
 def memory_fit(args: MemoryFitArgs) -> ToolResult:
     """Decide whether training a model, or serving its weights, fits on num_gpus GPUs of gpu_memory_gb each.
 
@@ -200,11 +210,18 @@ def memory_fit(args: MemoryFitArgs) -> ToolResult:
     zero_memory does, with ZeRO stage 3 when num_gpus > 1 and no zero_stage is given. Inference: the weights at
     `bits` as quantized_size counts them, split evenly over the GPUs. GB = 10^9 bytes. The verdict is "yes" when
     the need per GPU is at most one GPU's memory. Activations, the KV cache, temporary buffers and fragmentation
-    are not counted, so a "yes" with little headroom is a tight fit.
+    are not counted, so a "yes" with little headroom is a tight fit. With num_gpus null the question is how many:
+    the decision is taken on the fewest GPUs that hold it (ZeRO stage 3 unless another stage is given), or on one
+    GPU when no number of them does.
     """
-    plan = _plan_training(args) if args.workload == "training" else _plan_inference(args)
-    g = args.num_gpus
     capacity = args.gpu_memory_gb * GB
+    asked = args
+    if args.num_gpus is None:
+        one = _plan(args.model_copy(update={"num_gpus": 1}))
+        fewest = _min_gpus(one["replicated"], one["sharded"], capacity)
+        args = args.model_copy(update={"num_gpus": fewest or 1})
+    plan = _plan(args)
+    g = args.num_gpus
     per_gpu: Fraction = plan["per_gpu"]
     fits = per_gpu <= capacity
     headroom = capacity - per_gpu if fits else Fraction(0)
@@ -217,7 +234,10 @@ def memory_fit(args: MemoryFitArgs) -> ToolResult:
         outcome = f"{_gb(headroom)} ({share}% of a GPU) to spare{per}"
     else:
         outcome = f"{_gb(shortfall)} short{per}"
-    verdict = f"{'Yes' if fits else 'No'}: {plan['subject']} {plan['need']}, and {holds}: {outcome}."
+    opening = "Yes" if fits else "No"
+    if asked.num_gpus is None and fits:
+        opening = f"The fewest is {g} GPU{'s' if g > 1 else ''} of {_gb(capacity)}"
+    verdict = f"{opening}: {plan['subject']} {plan['need']}, and {holds}: {outcome}."
     available = (
         f"available = {_gb(capacity)} per GPU × {g} GPUs = {units.nbytes(capacity * g)}"
         if g > 1
@@ -239,10 +259,11 @@ def memory_fit(args: MemoryFitArgs) -> ToolResult:
     explanation = verdict + " " + figures + advice + caveat
     return ToolResult(
         name="memory_fit",
-        arguments=normalised_arguments(args, **plan["normalised"]),
+        arguments=normalised_arguments(asked, **plan["normalised"]),
         result={
             "verdict": "yes" if fits else "no",
             "workload": args.workload,
+            "num_gpus": to_number(g, name="num_gpus"),
             "total_bytes": to_number(plan["total"], name="total_bytes"),
             "per_gpu_bytes": to_number(per_gpu, name="per_gpu_bytes"),
             "available_per_gpu_bytes": to_number(capacity, name="available_per_gpu_bytes"),
@@ -350,6 +371,7 @@ FSDP = re.compile(r"\bfsdp\b", re.I)
 SIXTEEN_BIT = re.compile(r"\b(fp16|bf16|half[\s-]*precision)\b", re.I)
 FP8 = re.compile(r"\bfp8\b", re.I)
 GIB_IN_GB = Decimal("1.073741824")  # 2^30 / 10^9, exactly
+UNCOUNTED = (ACTIVATION_MEMORY, KV_CACHE)  # memory a fit does not count: a question about it is theirs
 
 
 def _gpu_memory(text: str) -> str | None:
@@ -411,13 +433,14 @@ def recognise_memory_fit(text: str, context: PlanContext) -> Recognised:
 
     Without a GPU memory in the question or earlier in the conversation there is nothing to compare with ("4×H100"
     alone does not say 80 GB or 94 GB), so the question is left to the other recognisers. A follow-up to a fit
-    question ("what about on four of them?") keeps what it does not change from the earlier question.
+    question ("what about on four of them?") keeps what it does not change from the earlier question. A question
+    with no fit wording that names the GPU's memory but not how many asks how many (`_fewest_gpus`).
     """
     if TIME_WORDS.search(text) and not NAMED_FIT.search(text):
         return None
     follow_up = not FIT_WORDS.search(text)
     if follow_up and not _follows_a_fit(text, context):
-        return None
+        return _fewest_gpus(text, context)
     params, assumed = context.params_or_assume(text, allow_example=False)
     if not params:
         return None
@@ -447,7 +470,40 @@ def recognise_memory_fit(text: str, context: PlanContext) -> Recognised:
         workload = "training"
         assumed = (*assumed, "workload: training, as the question names neither training nor inference")
     arguments["workload"] = workload
-    bits = _bits(text)
+    return PlannedCall("memory_fit", arguments | _workload_arguments(text, workload), assumed)
+
+
+def _fewest_gpus(text: str, context: PlanContext) -> Recognised:
+    """How many GPUs it takes: a question naming a model size, one GPU's memory and training or serving, but no count
+    of GPUs ("how many 80GB GPUs to train a 70B model?", "minimum 24 GB cards to serve 70B in int4") asks for the
+    fewest that hold it (`num_gpus` null). A question about a memory the fit does not count (activations, the KV
+    cache) names GPUs too: its own calculator answers it."""
+    memory, workload = _gpu_memory(text), _workload(text)
+    if memory is None or workload is None or _gpu_count(text) is not None:
+        return None
+    if _about_uncounted(text, context):
+        return None
+    params, assumed = context.params_or_assume(text, allow_example=False)
+    if not params:
+        return None
+    arguments = {"params": params, "gpu_memory_gb": memory, "num_gpus": None, "workload": workload}
+    return PlannedCall("memory_fit", arguments | _workload_arguments(text, workload), assumed)
+
+
+def _about_uncounted(text: str, context: PlanContext) -> bool:
+    """True when the question is about a memory the fit does not count: its calculator recognises the question, or
+    the question names what that calculator's title names beyond the fit's own ("activation", "KV cache")."""
+    named = set(stems(WORDS.findall(text.lower())))
+    own = MEMORY_FIT.title_words
+    return any(
+        (c.recognise is not None and c.recognise(text, context) is not None) or bool(named & (c.title_words - own))
+        for c in UNCOUNTED
+    )
+
+
+def _workload_arguments(text: str, workload: str) -> dict[str, Any]:
+    """What `text` says of the workload: the ZeRO stage and optimizer of training, the width and groups of serving."""
+    arguments: dict[str, Any] = {}
     if workload == "training":
         if stage := first(ZERO_STAGE, text):
             arguments["zero_stage"] = int(stage)
@@ -456,11 +512,11 @@ def recognise_memory_fit(text: str, context: PlanContext) -> Recognised:
         if optimizer := first(OPTIMIZER, text):
             arguments["optimizer"] = normalise_optimizer(optimizer)
     else:
-        if bits is not None:
+        if (bits := _bits(text)) is not None:
             arguments["bits"] = bits
         if group := first(GROUP, text):
             arguments["group_size"] = int(group)
-    return PlannedCall("memory_fit", arguments, assumed)
+    return arguments
 
 
 def counted(result: Mapping[str, Any]) -> str:
