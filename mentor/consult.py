@@ -88,7 +88,7 @@ def consult(
     # Only a question that continues the conversation borrows its numbers ("and for 70B?"); a new one does not
     # ("who won the World Cup in 2014?" after a calculation is no calculation).
     earlier = tuple(turn.asked or turn.question for turn in history) if reading.continues else ()
-    plan = plan_tools(asked or reading.question, earlier) if reading.question else []
+    plan = plan_tools(asked or reading.question, earlier, kind=reading.kind) if reading.question else []
     # A calculator runs only for what it models: "how much memory to QLoRA-finetune a 7B model?" names a method the
     # training-memory calculator does not (its figure would be full Adam training's, a false claim).
     # A word some calculator is described in ("flops", "microbatches", "epsilon") is a quantity of theirs, not a method.

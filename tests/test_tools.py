@@ -88,6 +88,7 @@ CONTRACT: dict[str, tuple[set[str], set[str]]] = {
         {
             "verdict",
             "workload",
+            "params",
             "num_gpus",
             "total_bytes",
             "per_gpu_bytes",

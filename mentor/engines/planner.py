@@ -26,22 +26,24 @@ MAX_HISTORY_CHARS = 2 * MAX_MESSAGE_CHARS
 NAMES_A_FIGURE = re.compile(r"\b(compute|flops|time|days|memory|size)\b", re.I)
 
 
-def plan_tools(question: str, history: tuple[str, ...] = ()) -> list[PlannedCall]:
-    """Recognise which calculators a question asks for and read their arguments from it (and its history).
+def plan_tools(question: str, history: tuple[str, ...] = (), *, kind: str = "") -> list[PlannedCall]:
+    """Recognise which calculators a question asks for and read their arguments from it (and its history); `kind`
+    is the kind of answer the reader read it as wanting ("calculation": "what's the biggest model I can train on an
+    80GB GPU?" asks for a figure, "how does ZeRO help on 80GB GPUs?" does not).
 
     A follow-up that changes one number ("and on 256 GPUs instead?") is planned as the earlier question with
     the new number first, so the new value wins wherever both appear.
     """
     question = _clip(question, MAX_QUESTION_CHARS)
     history = _recent(history, MAX_HISTORY_CHARS)
-    plan = _plan(question, history)
+    plan = _plan(question, history, kind)
     # A follow-up may lean on the previous question: with a number, for the previous calculation or for the rule the
     # previous question asked about ("what's the Chinchilla rule?" then "for a 20B model then?"); naming what to
     # compute, for the previous calculation.
     if plan or not history:
         return plan
-    if re.search(r"\d", question) or (NAMES_A_FIGURE.search(question) and _plan(history[-1], history[:-1])):
-        return _plan(f"{question} {history[-1]}", history[:-1])
+    if re.search(r"\d", question) or (NAMES_A_FIGURE.search(question) and _plan(history[-1], history[:-1], kind)):
+        return _plan(f"{question} {history[-1]}", history[:-1], kind)
     return plan
 
 
@@ -65,9 +67,9 @@ def _recent(history: tuple[str, ...], limit: int) -> tuple[str, ...]:
     return tuple(reversed(kept))
 
 
-def _plan(question: str, history: tuple[str, ...] = ()) -> list[PlannedCall]:
+def _plan(question: str, history: tuple[str, ...], kind: str) -> list[PlannedCall]:
     """The first recogniser's answer, in planning order: its call or calls, or an empty plan when it stops."""
-    context = PlanContext(earlier=" ".join(history))
+    context = PlanContext(earlier=" ".join(history), kind=kind)
     for calculator in PLANNING_ORDER:
         if calculator.recognise is None:
             continue

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from mentor.errors import InvalidInput
 from mentor.text.tokens import stems
 from mentor.tools import units
 from mentor.tools.activations import ACTIVATION_MEMORY
@@ -44,11 +45,12 @@ DEFAULT_ZERO_STAGE = 3
 TRAINING_DTYPE = "bf16"  # 16-bit weights and gradients with an fp32 master copy: the module's mixed precision
 OPTIMIZER_LABELS = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD", "sgd_momentum": "SGD-with-momentum"}
 PARTS = ("weights", "gradients", "optimizer")
+SIGNIFICANT = 3  # figures of the largest model size stated ("46.5B", not "46,545,454,545")
 PART_NAMES = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer state"}
 
 
 class MemoryFitArgs(ToolArgs):
-    params: Count = Field(description='Model parameters, e.g. "70B".')
+    params: Count | None = Field(description='Model parameters, e.g. "70B"; null = the largest model that fits.')
     gpu_memory_gb: PositiveNumber = Field(description="Memory of one GPU in GB (10^9 bytes), e.g. 80 for an H100 80GB.")
     num_gpus: Count | None = Field(
         1, description="GPUs available, each with gpu_memory_gb; null = the fewest GPUs that hold it (how many?)."
@@ -77,6 +79,8 @@ class MemoryFitArgs(ToolArgs):
 
     @model_validator(mode="after")
     def _fits_the_workload(self) -> MemoryFitArgs:
+        if self.params is None and self.num_gpus is None:
+            raise ValueError("params and num_gpus: give at least one (null asks for it, and only one can be asked)")
         if self.workload == "training":
             for name in ("bits", "group_size"):
                 if getattr(self, name) is not None:
@@ -199,6 +203,12 @@ def _plan_inference(args: MemoryFitArgs) -> dict[str, Any]:
     }
 
 
+def _round_down(count: int) -> int:
+    """`count` rounded down to `SIGNIFICANT` significant figures: a size that still fits, written as one is said."""
+    step = 10 ** max(0, len(str(count)) - SIGNIFICANT)
+    return count // step * step
+
+
 def _plan(args: MemoryFitArgs) -> dict[str, Any]:
     return _plan_training(args) if args.workload == "training" else _plan_inference(args)
 
@@ -220,6 +230,15 @@ def memory_fit(args: MemoryFitArgs) -> ToolResult:
         one = _plan(args.model_copy(update={"num_gpus": 1}))
         fewest = _min_gpus(one["replicated"], one["sharded"], capacity)
         args = args.model_copy(update={"num_gpus": fewest or 1})
+    rounded = False
+    if args.params is None:
+        # The need per GPU grows in proportion to the model: what one parameter needs says how many fit.
+        exact = math.floor(capacity / _plan(args.model_copy(update={"params": 1}))["per_gpu"])
+        if exact < 1:
+            raise InvalidInput(f"gpu_memory_gb: {units.number(args.gpu_memory_gb)} GB holds less than one parameter")
+        largest = _round_down(exact)
+        rounded = largest != exact
+        args = args.model_copy(update={"params": largest})
     plan = _plan(args)
     g = args.num_gpus
     per_gpu: Fraction = plan["per_gpu"]
@@ -237,6 +256,9 @@ def memory_fit(args: MemoryFitArgs) -> ToolResult:
     opening = "Yes" if fits else "No"
     if asked.num_gpus is None and fits:
         opening = f"The fewest is {g} GPU{'s' if g > 1 else ''} of {_gb(capacity)}"
+    elif asked.params is None:
+        opening = f"The largest is {units.count(args.params)} parameters"
+        opening += f" (rounded down to {SIGNIFICANT} significant figures)" if rounded else ""
     verdict = f"{opening}: {plan['subject']} {plan['need']}, and {holds}: {outcome}."
     available = (
         f"available = {_gb(capacity)} per GPU × {g} GPUs = {units.nbytes(capacity * g)}"
@@ -263,6 +285,7 @@ def memory_fit(args: MemoryFitArgs) -> ToolResult:
         result={
             "verdict": "yes" if fits else "no",
             "workload": args.workload,
+            "params": to_number(args.params, name="params"),
             "num_gpus": to_number(g, name="num_gpus"),
             "total_bytes": to_number(plan["total"], name="total_bytes"),
             "per_gpu_bytes": to_number(per_gpu, name="per_gpu_bytes"),
@@ -371,6 +394,7 @@ FSDP = re.compile(r"\bfsdp\b", re.I)
 SIXTEEN_BIT = re.compile(r"\b(fp16|bf16|half[\s-]*precision)\b", re.I)
 FP8 = re.compile(r"\bfp8\b", re.I)
 GIB_IN_GB = Decimal("1.073741824")  # 2^30 / 10^9, exactly
+CALCULATION = "calculation"  # the kind of answer (mentor.understanding.reading.KINDS) of a question asking for a figure
 UNCOUNTED = (ACTIVATION_MEMORY, KV_CACHE)  # memory a fit does not count: a question about it is theirs
 
 
@@ -440,10 +464,10 @@ def recognise_memory_fit(text: str, context: PlanContext) -> Recognised:
         return None
     follow_up = not FIT_WORDS.search(text)
     if follow_up and not _follows_a_fit(text, context):
-        return _fewest_gpus(text, context)
+        return _asked_for(text, context)
     params, assumed = context.params_or_assume(text, allow_example=False)
     if not params:
-        return None
+        return _asked_for(text, context)
     memory, gpus = _gpu_memory(text), _gpu_count(text, follow_up=follow_up)
     if memory is None or follow_up:
         # The GPUs of an earlier question ("and will a 13B model fit?"): their memory, and their count unless named.
@@ -473,20 +497,27 @@ def recognise_memory_fit(text: str, context: PlanContext) -> Recognised:
     return PlannedCall("memory_fit", arguments | _workload_arguments(text, workload), assumed)
 
 
-def _fewest_gpus(text: str, context: PlanContext) -> Recognised:
-    """How many GPUs it takes: a question naming a model size, one GPU's memory and training or serving, but no count
-    of GPUs ("how many 80GB GPUs to train a 70B model?", "minimum 24 GB cards to serve 70B in int4") asks for the
-    fewest that hold it (`num_gpus` null). A question about a memory the fit does not count (activations, the KV
+def _asked_for(text: str, context: PlanContext) -> Recognised:
+    """The fit's unknown, where the question names one GPU's memory and training or serving but leaves one of the
+    fit's quantities out: the fewest GPUs when it names a model size and no count ("how many 80GB GPUs to train a
+    70B model?", `num_gpus` null), the largest model when it asks for a figure and names no model size ("what's the
+    biggest model I can fine-tune on an 80GB GPU?", `params` null; a question read as explaining, "how does ZeRO
+    help on 80GB GPUs?", computes nothing). A question about a memory the fit does not count (activations, the KV
     cache) names GPUs too: its own calculator answers it."""
     memory, workload = _gpu_memory(text), _workload(text)
-    if memory is None or workload is None or _gpu_count(text) is not None:
-        return None
-    if _about_uncounted(text, context):
+    if memory is None or workload is None or _about_uncounted(text, context):
         return None
     params, assumed = context.params_or_assume(text, allow_example=False)
-    if not params:
+    gpus = _gpu_count(text)
+    if params and gpus is None:
+        arguments = {"params": params, "gpu_memory_gb": memory, "num_gpus": None, "workload": workload}
+    elif not params and context.kind == CALCULATION:
+        if gpus is None:
+            gpus = 1
+            assumed = (*assumed, "num_gpus: 1, as no GPU count was named")
+        arguments = {"params": None, "gpu_memory_gb": memory, "num_gpus": gpus, "workload": workload}
+    else:
         return None
-    arguments = {"params": params, "gpu_memory_gb": memory, "num_gpus": None, "workload": workload}
     return PlannedCall("memory_fit", arguments | _workload_arguments(text, workload), assumed)
 
 

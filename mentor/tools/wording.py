@@ -61,9 +61,11 @@ class PlannedCall:
 
 @dataclass(frozen=True, slots=True)
 class PlanContext:
-    """What a recogniser may lean on besides the question: the conversation's earlier questions, joined."""
+    """What a recogniser may lean on besides the question: the conversation's earlier questions, joined, and the
+    kind of answer the reader read the question as wanting (`mentor.understanding.reading.KINDS`; "" unread)."""
 
     earlier: str = ""
+    kind: str = ""
 
     def params_or_assume(self, text: str, *, allow_example: bool = True) -> tuple[str | None, tuple[str, ...]]:
         """The model size in `text`, else from earlier turns, else the worked example's; and what was assumed."""
