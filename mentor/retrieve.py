@@ -17,7 +17,7 @@ from mentor.scope import ScopeExamples
 from mentor.text import MAX_MESSAGE_CHARS, tokenize
 from mentor.text.profile import ModuleProfile
 from mentor.understanding import ModuleWords
-from mentor.understanding.lexicon import WORD, Lexicon
+from mentor.understanding.lexicon import QUANTITY, WORD, Lexicon
 from mentor.understanding.spelling import frequency
 
 MAX_QUERY_CHARS = MAX_MESSAGE_CHARS  # a follow-up joined to its question is cut to fit (mentor.consult)
@@ -137,12 +137,12 @@ class Retriever:
     def coverage(self, query: str, module_id: str) -> float:
         """The share of what `query` asks about that the module uses: its words weighted by how rare they are in
         English (`RARE`), a word the module lacks also by how surely it names a topic (`topicality`: "solve" and
-        "quantities" ask, "fp8" names), numbers left out (they are arguments). 0.5 for a query of numbers and stop
-        words."""
+        "quantities" ask, "fp8" names), numbers and quantities left out (arguments: "13B", "2k", "80GB" say nothing
+        of what is asked, whether or not the module writes them). 0.5 for a query of numbers and stop words."""
         words = self.modules[module_id].words
         known = total = 0.0
         for word in WORD.findall(query.lower()):
-            if word.isdigit() or len(word) < 2 or word in STOP_WORDS:
+            if len(word) < 2 or word in STOP_WORDS or QUANTITY.fullmatch(word):
                 continue
             weight = max(MIN_WEIGHT, RARE - frequency(word))
             if words.knows(word):

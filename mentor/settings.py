@@ -113,7 +113,7 @@ class Settings(BaseSettings):
         "the previous question. A missing file means the general examples decide alone.",
     )
     scope_threshold: float = Field(
-        0.7609,
+        0.7594,
         ge=-1.0,
         le=1.0,
         description="Relevance below which a question is outside the module. Set by `mentor calibrate` on "

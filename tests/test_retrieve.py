@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -62,6 +63,33 @@ def test_coverage_weighs_a_word_by_how_rare_it_is_in_english(runtime) -> None:
     assert retriever.coverage("what is 7?", MODULE_ID) == 0.5  # numbers and stop words say nothing
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "how much activation memory does a {size} model need at {context} context?",
+        "training a {size} model on {tokens} tokens: how long on {gpus} h100s with {memory} each?",
+        "{size} params in int4 with group size {group}: how big?",
+    ],
+)
+def test_a_quantity_is_an_argument_not_a_topic(runtime, template: str) -> None:
+    """A number with its unit ("13B", "2k", "80GB") says nothing of what is asked, whether or not the module happens
+    to write it: every size, context, token count and memory gives the share of the same words."""
+    quantities = {
+        "size": ("7B", "13B", "34B", "405B"),
+        "context": ("2k", "8k", "128k"),
+        "tokens": ("1.4T", "300B", "15T"),
+        "gpus": ("8", "64", "1024"),
+        "memory": ("80GB", "94GB", "141GB"),
+        "group": ("64", "128", "256"),
+    }
+    names = [name for name in quantities if f"{{{name}}}" in template]
+    shares = {
+        round(runtime.retriever.coverage(template.format(**dict(zip(names, values, strict=True))), MODULE_ID), 9)
+        for values in itertools.product(*(quantities[name] for name in names))
+    }
+    assert len(shares) == 1
+
+
 def test_scope_signal_separates_on_and_off_topic(runtime) -> None:
     on = runtime.retriever.search("how does ZeRO shard optimizer state across GPUs", MODULE_ID, 4)
     off = runtime.retriever.search("how do I bake sourdough bread", MODULE_ID, 4)
@@ -78,7 +106,7 @@ def test_default_scope_settings_are_the_calibrated_ones(runtime) -> None:
     assert result.weight == pytest.approx(defaults["scope_weight"].default)
     assert result.example_weight == pytest.approx(defaults["scope_example_weight"].default)
     assert result.threshold == pytest.approx(defaults["scope_threshold"].default, abs=0.01)
-    assert result.balanced_accuracy >= 0.95
+    assert result.balanced_accuracy >= 0.965  # 0.961 while quantities ("13B", "500B") counted as words; 0.972 now
 
 
 @pytest.mark.parametrize(

@@ -133,12 +133,16 @@ RECOMPUTE = re.compile(r"\b(selective|full)\s+(?:activation\s+)?recomput", re.I)
 
 
 def recognise_activation_memory(text: str, context: PlanContext) -> Recognised:
-    """Activations with sequence length, hidden size and heads: "activations for 8k context, hidden 8192, 64 heads"."""
+    """Activations with sequence length, hidden size and heads: "activations for 8k context, hidden 8192, 64 heads".
+
+    A question naming what the calculator computes (its title, "activation memory") without that shape is claimed and
+    nothing is planned: the next calculator's figure (training memory's model state, for "how much activation memory
+    does a 13B model need?") would answer a question that was not asked."""
     if not ACTIVATION_WORDS.search(text):
         return None
     seq, hidden, heads = seq_len(text), first(HIDDEN, text), first(HEADS, text)
     if not (seq and hidden and heads):
-        return None
+        return [] if ACTIVATION_MEMORY.named_in(text) else None
     arguments: dict[str, Any] = {
         "seq_len": seq,
         "micro_batch": int(first(MICRO_BATCH, text) or first(BATCH, text) or 1),

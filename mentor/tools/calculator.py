@@ -85,6 +85,10 @@ class Calculator:
         """The stems of its title's words: what an answer heads its result with ("activation", "memory")."""
         return frozenset(stems(WORDS.findall(self.title.lower())))
 
+    def named_in(self, text: str) -> bool:
+        """True when `text` names every word of the calculator's title ("activation memory", "activations' memory")."""
+        return self.title_words <= set(stems(WORDS.findall(text.lower())))
+
     def models(self, concept: str) -> bool:
         """True when every word of `concept` is one the calculator is described in ("fp8 e5m2" for the number
         format; not "qlora" for full training memory: a method it does not model)."""

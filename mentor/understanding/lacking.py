@@ -32,12 +32,12 @@ from sklearn.model_selection import cross_val_predict
 from mentor.errors import InvalidInput
 from mentor.text.tokens import stems
 from mentor.understanding.examples import FOLDS
+from mentor.understanding.lexicon import QUANTITY
 from mentor.understanding.spelling import Speller, english_correction, frequency
 
 # "1F1B", "fp8", "don't"; a match starts only where a word does (trying every digit of a 4,000-digit run was
 # quadratic: 88 ms a message)
 WORD = re.compile(r"(?<![A-Za-z0-9_])[0-9]*[A-Za-z][A-Za-z0-9_]*(?:'[a-z]+)?")
-QUANTITY = re.compile(r"\d+(?:\.\d+)?[A-Za-z]{0,3}")  # "30B", "80GB", "4k": a number and its unit, not a word
 MAX_DIGITS = 3  # a token with more digits is a number or an id ("run-7b172231"), not a name ("h100", "fp16") ...
 RUNS = re.compile(r"[a-z]+|\d+")
 CASED_RUNS = re.compile(r"[a-z]+|[A-Z]+|\d+")
