@@ -222,7 +222,8 @@ def memory_fit(args: MemoryFitArgs) -> ToolResult:
     the need per GPU is at most one GPU's memory. Activations, the KV cache, temporary buffers and fragmentation
     are not counted, so a "yes" with little headroom is a tight fit. With num_gpus null the question is how many:
     the decision is taken on the fewest GPUs that hold it (ZeRO stage 3 unless another stage is given), or on one
-    GPU when no number of them does.
+    GPU when no number of them does. With params null it is how big: the largest model that fits, rounded down to
+    three significant figures.
     """
     capacity = args.gpu_memory_gb * GB
     asked = args
@@ -458,7 +459,7 @@ def recognise_memory_fit(text: str, context: PlanContext) -> Recognised:
     Without a GPU memory in the question or earlier in the conversation there is nothing to compare with ("4×H100"
     alone does not say 80 GB or 94 GB), so the question is left to the other recognisers. A follow-up to a fit
     question ("what about on four of them?") keeps what it does not change from the earlier question. A question
-    with no fit wording that names the GPU's memory but not how many asks how many (`_fewest_gpus`).
+    that leaves the model size or the GPU count out may ask for it (`_asked_for`).
     """
     if TIME_WORDS.search(text) and not NAMED_FIT.search(text):
         return None
