@@ -221,19 +221,13 @@ def test_the_modules_opening_and_reading_list_do_not_take_a_specific_questions_p
 @pytest.mark.parametrize(
     "question",
     [
-        pytest.param(
-            "how do I train when my context is 200k tokens?",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="refused since issue 29: the glossary reads 'context' as long contexts, but the scope "
-                "decision (relevance 0.736 against 0.788) still refuses this wording",
-            ),
-        ),
+        "how do I train when my context is 200k tokens?",
         "training with 64k context runs out of memory, what helps?",
     ],
 )
 def test_a_context_in_thousands_of_tokens_is_a_long_context(runtime, question: str) -> None:
-    # "200k tokens" found the Chinchilla token counts, and "64k" was read as a 64K-parameter model to size.
+    # "200k tokens" found the Chinchilla token counts, and "64k" was read as a 64K-parameter model to size. The first
+    # was refused from issue 29 until "200k" stopped counting as a word the module lacks in the scope decision.
     answer = ask(runtime, question).answer
     assert not answer.tool_calls and answer.citations, answer.text
     assert any("long contexts" in c.quote for c in answer.citations), [c.quote for c in answer.citations]
