@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 
 import pytest
 
@@ -37,9 +36,14 @@ SERVING = (
 )
 
 
+def ceil_div(a: int, b: int) -> int:
+    """a / b rounded up, in whole numbers (no float in the expected counts)."""
+    return -(-a // b)
+
+
 def training_cases() -> list[tuple[str, int, int, int]]:
     return [
-        (t.format(n=n, m=m), n, m, math.ceil(16 * n * 10**9 / (m * GB)))
+        (t.format(n=n, m=m), n, m, ceil_div(16 * n * 10**9, m * GB))
         for t in TRAINING
         for n, m in itertools.product(SIZES, MEMORIES)
     ]
@@ -47,7 +51,7 @@ def training_cases() -> list[tuple[str, int, int, int]]:
 
 def serving_cases() -> list[tuple[str, int, int, int]]:
     return [
-        (t.format(n=n, m=m), n, m, math.ceil(n * 10**9 * bits / 8 / (m * GB)))
+        (t.format(n=n, m=m), n, m, ceil_div(n * 10**9 * bits, 8 * m * GB))
         for t, bits in SERVING
         for n, m in itertools.product(SIZES, MEMORIES)
     ]
