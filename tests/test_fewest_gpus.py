@@ -125,3 +125,23 @@ def test_the_box_answers_how_many_with_the_count_first(runtime) -> None:
     assert [call.name for call in answer.tool_calls] == ["memory_fit"]
     assert answer.text.startswith("**Memory fit:** The fewest is 3 GPUs of 80 GB:")  # 208 GB / 80 GB, rounded up
     assert answered.grounding.grounded and answer.coverage == "full"
+
+
+def follow_up_cases() -> list[tuple[str, str, int]]:
+    """A how-many question, then a follow-up changing the GPU memory or the model size: the follow-up asks how many
+    too."""
+    first = "how many {m}GB GPUs do I need to train a {n}B model?"
+    cases = []
+    for n, m in itertools.product(SIZES, MEMORIES):
+        other_m = MEMORIES[(MEMORIES.index(m) + 1) % len(MEMORIES)]
+        other_n = SIZES[(SIZES.index(n) + 1) % len(SIZES)]
+        cases.append((first.format(n=n, m=m), f"and with {other_m}GB cards?", ceil_div(16 * n * GB, other_m * GB)))
+        cases.append((first.format(n=n, m=m), f"what about a {other_n}B model?", ceil_div(16 * other_n * GB, m * GB)))
+    return cases
+
+
+@pytest.mark.parametrize(("earlier", "question", "expected"), follow_up_cases())
+def test_a_follow_up_to_how_many_asks_how_many(earlier: str, question: str, expected: int) -> None:
+    (call,) = plan_tools(question, (earlier,))
+    assert call.name == "memory_fit" and call.arguments["num_gpus"] is None
+    assert run_tool("memory_fit", call.arguments).result["num_gpus"] == expected

@@ -480,7 +480,9 @@ def recognise_memory_fit(text: str, context: PlanContext) -> Recognised:
         if gpus is None and (gpus := _gpu_count(context.earlier)) is not None:
             assumed = (*assumed, f"num_gpus {gpus} from earlier in this conversation")
     arguments: dict[str, Any] = {"params": params, "gpu_memory_gb": memory}
-    if gpus is None:
+    if gpus is None and follow_up and _asked_how_many(context):
+        assumed = (*assumed, "num_gpus: the fewest, as the earlier question asked how many")
+    elif gpus is None:
         gpus = 1
         assumed = (*assumed, "num_gpus: 1, as no GPU count was named")
     arguments["num_gpus"] = gpus
@@ -520,6 +522,13 @@ def _asked_for(text: str, context: PlanContext) -> Recognised:
     else:
         return None
     return PlannedCall("memory_fit", arguments | _workload_arguments(text, workload), assumed)
+
+
+def _asked_how_many(context: PlanContext) -> bool:
+    """True when the earlier question asked for the fewest GPUs: a follow-up changing its model or its GPUs ("and
+    with 40GB cards?") asks how many too."""
+    earlier = recognise_memory_fit(context.earlier, PlanContext())
+    return isinstance(earlier, PlannedCall) and earlier.arguments["num_gpus"] is None
 
 
 def _about_uncounted(text: str, context: PlanContext) -> bool:
