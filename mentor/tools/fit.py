@@ -34,9 +34,9 @@ from mentor.tools.memory import (
     zero_shares,
 )
 from mentor.tools.parsing import Count, PositiveNumber, ToolArgs, choice_type, enum_count_type
-from mentor.tools.quantization import BITS, GROUP, QUANT_WORDS, check_bits, weight_bits
+from mentor.tools.quantization import GROUP, QUANT_WORDS, check_bits, weight_bits
 from mentor.tools.result import ToolResult, normalised_arguments, to_number
-from mentor.tools.wording import PlanContext, PlannedCall, Recognised, find_params, first
+from mentor.tools.wording import BITS, PlanContext, PlannedCall, Recognised, find_params, first
 
 GB = 10**9
 # Several GPUs and no stage named: ZeRO stage 3 (FSDP's full sharding), the only stage whose per-GPU share keeps

@@ -24,6 +24,7 @@ from mentor.tools.wording import (
     find_params,
     first,
     seq_len,
+    widths,
 )
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -288,6 +289,8 @@ def recognise_training_memory(text: str, context: PlanContext) -> Recognised:
     params = find_params(text)
     if not (params and MEMORY_WORDS.search(text)):
         return None
+    if any(after is not None and OPTIMIZER.match(text, after.start(1)) for _, after in widths(text)):
+        return []  # "8-bit Adam": an optimizer whose state is kept at a width; its moments here are fp32
     arguments: dict[str, Any] = {"params": params}
     if optimizer := first(OPTIMIZER, text):
         arguments["optimizer"] = normalise_optimizer(optimizer)

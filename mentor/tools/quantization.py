@@ -10,9 +10,10 @@ from pydantic import Field, field_validator
 
 from mentor.tools import units
 from mentor.tools.calculator import Calculator
+from mentor.tools.memory import OPTIMIZER
 from mentor.tools.parsing import Count, ToolArgs, count_type
 from mentor.tools.result import ToolResult, normalised_arguments, to_number
-from mentor.tools.wording import PlanContext, PlannedCall, Recognised, first
+from mentor.tools.wording import PlanContext, PlannedCall, Recognised, first, widths
 
 # Integer widths used for weights in practice (1-bit/binary through int16), plus full 32-bit.
 ALLOWED_BITS = (*range(1, 17), 32)
@@ -84,10 +85,7 @@ def quantized_size(args: QuantizedSizeArgs) -> ToolResult:
 # ---- how learners ask --------------------------------------------------------------------------------------
 
 QUANT_WORDS = re.compile(r"\b(int\d|quanti[sz]\w*|\d+[\s-]*bits?|gptq|awq|w\da\d+)\b", re.I)
-BITS = re.compile(r"\bint\s?(\d{1,2})\b|(?<![\w.])(\d{1,2})[\s-]*bits?\b|\bw(\d)a\d+\b", re.I)
 GROUP = re.compile(r"group[\s-]*size\s*(?:of|=)?\s*(\d+)|\bgroups?\s+of\s+(\d+)|\bg(\d{2,4})\b", re.I)
-# The word after a width; a match never starts inside a gap, so a run of spaces is scanned once.
-NEXT_WORD = re.compile(r"(?<![\s-])[\s-]*([a-z]+)", re.I)
 # The calculator's other widths, by the word that names them: "scale" -> scale_bits, "zero" -> zero_point_bits.
 OTHER_WIDTHS = {name.split("_")[0]: name for name in QuantizedSizeArgs.model_fields if name.endswith("_bits")}
 MAX_WIDTHS = 3  # "13B in int4, int8 or fp16?": one size each
@@ -113,12 +111,16 @@ def recognise_quantized_size(text: str, context: PlanContext) -> Recognised:
 
 def widths_named(text: str) -> tuple[list[int], dict[str, int]]:
     """The weight widths `text` names, in order, each once, and the calculator's other widths: a width followed by
-    the name of another of its arguments is that argument's ("8-bit scales" is `scale_bits`), not the weights'."""
+    the name of another of its arguments is that argument's ("8-bit scales" is `scale_bits`), not the weights'; one
+    followed by an optimizer is the optimizer's ("8-bit Adam", a variant no calculator models), and so is the same
+    width named again (the module's spelling of it, "8-bit Adam ... (int8)")."""
     weights: dict[int, None] = {}
     others: dict[str, int] = {}
-    for match in BITS.finditer(text):
-        width = int(next(group for group in match.groups() if group))
-        after = NEXT_WORD.match(text, match.end())
+    optimizers: set[int] = set()
+    for width, after in widths(text):
+        if width in optimizers or (after is not None and OPTIMIZER.match(text, after.start(1))):
+            optimizers.add(width)
+            continue
         named = OTHER_WIDTHS.get(after.group(1).lower().removesuffix("s")) if after is not None else None
         if named is not None:
             others.setdefault(named, width)

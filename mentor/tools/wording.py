@@ -13,7 +13,7 @@ and a 3,990-digit message took 0.7 s of CPU (measured); tests/test_planner.py ti
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,10 @@ MEMORY_WORDS = re.compile(
     r"\b(memory|bytes?|gb|gib|fit|vram|hbm|footprint|how (?:much|big)|optimi[sz]er state|ram)\b", re.I
 )
 EXAMPLE_PARAMS = "7B"  # the module's worked example
+# A width as learners write it: "int4", "8-bit", "4 bits", "w8a8" (the weights' 8).
+BITS = re.compile(r"\bint\s?(\d{1,2})\b|(?<![\w.])(\d{1,2})[\s-]*bits?\b|\bw(\d)a\d+\b", re.I)
+# The word after a width; a match never starts inside a gap, so a run of spaces is scanned once.
+NEXT_WORD = re.compile(r"(?<![\s-])[\s-]*([a-z]+)", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,13 @@ class PlanContext:
 # one), else the call or calls to make; an empty list claims the question but plans nothing (the planner stops).
 Recognised = PlannedCall | list[PlannedCall] | None
 Recogniser = Callable[[str, PlanContext], Recognised]
+
+
+def widths(text: str) -> Iterator[tuple[int, re.Match[str] | None]]:
+    """Each width `text` names, in order, with the word right after it, which it may qualify ("8-bit Adam": 8 and
+    "Adam"; "8-bit scales": 8 and "scales")."""
+    for match in BITS.finditer(text):
+        yield int(next(group for group in match.groups() if group)), NEXT_WORD.match(text, match.end())
 
 
 def first(pattern: re.Pattern[str], text: str) -> str | None:
