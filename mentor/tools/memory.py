@@ -284,12 +284,18 @@ def recognise_kv_cache(text: str, context: PlanContext) -> Recognised:
     return PlannedCall("kv_cache", arguments)
 
 
+def optimizer_widths(text: str) -> set[int]:
+    """The widths `text` writes before an optimizer ("8-bit Adam"): its state kept at that width, a variant no
+    calculator models."""
+    return {width for width, after in widths(text) if after is not None and OPTIMIZER.match(text, after.start(1))}
+
+
 def recognise_training_memory(text: str, context: PlanContext) -> Recognised:
     """A model size with memory words: "how much memory does a 13B model need with Adam?"."""
     params = find_params(text)
     if not (params and MEMORY_WORDS.search(text)):
         return None
-    if any(after is not None and OPTIMIZER.match(text, after.start(1)) for _, after in widths(text)):
+    if optimizer_widths(text):
         return []  # "8-bit Adam": an optimizer whose state is kept at a width; its moments here are fp32
     arguments: dict[str, Any] = {"params": params}
     if optimizer := first(OPTIMIZER, text):

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 
 from mentor.tools import units
 from mentor.tools.calculator import Calculator
-from mentor.tools.memory import OPTIMIZER
+from mentor.tools.memory import optimizer_widths
 from mentor.tools.parsing import Count, ToolArgs, count_type
 from mentor.tools.result import ToolResult, normalised_arguments, to_number
 from mentor.tools.wording import PlanContext, PlannedCall, Recognised, first, widths
@@ -112,14 +112,13 @@ def recognise_quantized_size(text: str, context: PlanContext) -> Recognised:
 def widths_named(text: str) -> tuple[list[int], dict[str, int]]:
     """The weight widths `text` names, in order, each once, and the calculator's other widths: a width followed by
     the name of another of its arguments is that argument's ("8-bit scales" is `scale_bits`), not the weights'; one
-    followed by an optimizer is the optimizer's ("8-bit Adam", a variant no calculator models), and so is the same
-    width named again (the module's spelling of it, "8-bit Adam ... (int8)")."""
+    written before an optimizer is the optimizer's ("8-bit Adam", a variant no calculator models), wherever it is
+    named (the module's spelling of it too, "8-bit Adam ... (int8)")."""
     weights: dict[int, None] = {}
     others: dict[str, int] = {}
-    optimizers: set[int] = set()
+    optimizers = optimizer_widths(text)
     for width, after in widths(text):
-        if width in optimizers or (after is not None and OPTIMIZER.match(text, after.start(1))):
-            optimizers.add(width)
+        if width in optimizers:
             continue
         named = OTHER_WIDTHS.get(after.group(1).lower().removesuffix("s")) if after is not None else None
         if named is not None:
