@@ -26,6 +26,11 @@ from mentor.tools.wording import Recogniser
 WORDS = re.compile(r"[a-z0-9]+")  # "seq_len" is "seq" and "len"; "v100s" is "v100s" (its stem, "v100")
 
 
+def stems_of(text: str) -> frozenset[str]:
+    """The stems of `text`'s words, read as a calculator's own words are (`Calculator.vocabulary`, its title)."""
+    return frozenset(stems(WORDS.findall(text.lower())))
+
+
 def without_titles(schema: dict[str, Any], parent: str = "") -> dict[str, Any]:
     """`schema` without the "title" keys pydantic adds, keeping a property that is named "title"."""
     kept: dict[str, Any] = {}
@@ -77,17 +82,16 @@ class Calculator:
         """The stems of every word the calculator is described in: its name, title, description and arguments
         (names, descriptions, allowed values): what it models, in its own words."""
         schema = json.dumps(self.args_model.model_json_schema())
-        text = " ".join((self.name, self.title, self.description, schema)).lower()
-        return frozenset(stems(WORDS.findall(text)))
+        return stems_of(" ".join((self.name, self.title, self.description, schema)))
 
     @cached_property
     def title_words(self) -> frozenset[str]:
         """The stems of its title's words: what an answer heads its result with ("activation", "memory")."""
-        return frozenset(stems(WORDS.findall(self.title.lower())))
+        return stems_of(self.title)
 
     def named_in(self, text: str) -> bool:
         """True when `text` names every word of the calculator's title ("activation memory", "activations' memory")."""
-        return self.title_words <= set(stems(WORDS.findall(text.lower())))
+        return self.title_words <= stems_of(text)
 
     def models(self, concept: str) -> bool:
         """True when every word of `concept` is one the calculator is described in ("fp8 e5m2" for the number

@@ -18,10 +18,9 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from mentor.errors import InvalidInput
-from mentor.text.tokens import stems
 from mentor.tools import units
 from mentor.tools.activations import ACTIVATION_MEMORY
-from mentor.tools.calculator import WORDS, Calculator
+from mentor.tools.calculator import Calculator, stems_of
 from mentor.tools.memory import (
     KV_CACHE,
     OPTIMIZER,
@@ -439,10 +438,11 @@ def _workload(text: str) -> str | None:
     return None
 
 
-def _follows_a_fit(text: str, context: PlanContext) -> bool:
-    """A follow-up to an earlier fit question that changes what a fit reads: "what about on four of them?"."""
+def _followed_fit(text: str, context: PlanContext) -> PlannedCall | None:
+    """The earlier fit question's call, when `text` is a follow-up to it that changes what a fit reads: "what about on
+    four of them?"."""
     if not context.earlier or not FOLLOW_UP.search(text) or NEW_QUESTION.search(text):
-        return False
+        return None
     changed = (
         _gpu_count(text, follow_up=True) is not None
         or _gpu_memory(text) is not None
@@ -450,7 +450,8 @@ def _follows_a_fit(text: str, context: PlanContext) -> bool:
         or first(ZERO_STAGE, text) is not None
         or _bits(text) is not None
     )
-    return changed and recognise_memory_fit(context.earlier, PlanContext()) is not None
+    earlier = recognise_memory_fit(context.earlier, PlanContext()) if changed else None
+    return earlier if isinstance(earlier, PlannedCall) else None
 
 
 def recognise_memory_fit(text: str, context: PlanContext) -> Recognised:
@@ -464,7 +465,8 @@ def recognise_memory_fit(text: str, context: PlanContext) -> Recognised:
     if TIME_WORDS.search(text) and not NAMED_FIT.search(text):
         return None
     follow_up = not FIT_WORDS.search(text)
-    if follow_up and not _follows_a_fit(text, context):
+    earlier = _followed_fit(text, context) if follow_up else None
+    if follow_up and earlier is None:
         return _asked_for(text, context)
     params, assumed = context.params_or_assume(text, allow_example=False)
     if not params:
@@ -480,7 +482,8 @@ def recognise_memory_fit(text: str, context: PlanContext) -> Recognised:
         if gpus is None and (gpus := _gpu_count(context.earlier)) is not None:
             assumed = (*assumed, f"num_gpus {gpus} from earlier in this conversation")
     arguments: dict[str, Any] = {"params": params, "gpu_memory_gb": memory}
-    if gpus is None and follow_up and _asked_how_many(context):
+    if gpus is None and earlier is not None and earlier.arguments["num_gpus"] is None:
+        # The earlier question asked how many: a follow-up changing its model or GPUs ("and with 40GB cards?") too.
         assumed = (*assumed, "num_gpus: the fewest, as the earlier question asked how many")
     elif gpus is None:
         gpus = 1
@@ -524,17 +527,10 @@ def _asked_for(text: str, context: PlanContext) -> Recognised:
     return PlannedCall("memory_fit", arguments | _workload_arguments(text, workload), assumed)
 
 
-def _asked_how_many(context: PlanContext) -> bool:
-    """True when the earlier question asked for the fewest GPUs: a follow-up changing its model or its GPUs ("and
-    with 40GB cards?") asks how many too."""
-    earlier = recognise_memory_fit(context.earlier, PlanContext())
-    return isinstance(earlier, PlannedCall) and earlier.arguments["num_gpus"] is None
-
-
 def _about_uncounted(text: str, context: PlanContext) -> bool:
     """True when the question is about a memory the fit does not count: its calculator recognises the question, or
     the question names what that calculator's title names beyond the fit's own ("activation", "KV cache")."""
-    named = set(stems(WORDS.findall(text.lower())))
+    named = stems_of(text)
     own = MEMORY_FIT.title_words
     return any(
         (c.recognise is not None and c.recognise(text, context) is not None) or bool(named & (c.title_words - own))
