@@ -27,11 +27,11 @@ SIZES = (7, 13, 70)  # billions of parameters
 
 def gb(value: Fraction) -> str:
     """A byte figure as a learner writes it: GB below a thousand, TB above."""
-    return f"{value / 1000:g} TB" if value >= 1000 else f"{value:g} GB"
+    return f"{float(value / 1000):g} TB" if value >= 1000 else f"{float(value):g} GB"
 
 
 def tokens(billions: Fraction) -> str:
-    return f"{billions / 1000:g}T" if billions >= 1000 else f"{billions:g}B"
+    return f"{float(billions / 1000):g}T" if billions >= 1000 else f"{float(billions):g}B"
 
 
 MEMORY = (
