@@ -100,6 +100,8 @@ class _Number:
     written: Fraction  # the value without its unit scale: 84 for "84 GB", 37.5 for "37.5%"
     has_unit: bool
     pieces: tuple[Fraction, ...] = ()  # numerator and denominator of a ratio
+    unit: str = ""  # the unit or suffix as written: "GB", "B", "FLOPs"
+    end: int = 0  # where it ends in the text read
 
 
 def _int(text: str | None) -> int:
@@ -176,7 +178,9 @@ def _scan(text: str) -> list[_Number]:
         exact = match["power"] is not None
         tolerance = _ZERO if exact else _power_of_ten(exponent - decimals) * scale / 2
         value = plain * scale if scale != 1 else plain
-        numbers.append(_Number(NumberMention(written, value, decimals), tolerance, plain, scale != 1))
+        unit = match["unit"] or match["suffix"] or ""
+        mention = NumberMention(written, value, decimals)
+        numbers.append(_Number(mention, tolerance, plain, scale != 1, unit=unit, end=match.end()))
     return numbers
 
 
@@ -188,6 +192,22 @@ def extract_numbers(text: str) -> list[NumberMention]:
     words ("two"). A ratio "3/8" is one mention of value 3/8.
     """
     return [number.mention for number in _scan(text)]
+
+
+@dataclass(frozen=True, slots=True)
+class Quantity:
+    """A number as written with what it stands for: its value in base units, the rounding its written precision
+    allows (half a unit in its last place, in base units), its unit or suffix, and where it ends in the text."""
+
+    mention: NumberMention
+    tolerance: Fraction
+    unit: str
+    end: int
+
+
+def quantities(text: str) -> list[Quantity]:
+    """The numbers of `text` (as `extract_numbers` finds them), each with its precision, unit and place."""
+    return [Quantity(n.mention, n.tolerance, n.unit, n.end) for n in _scan(text) if not n.pieces]
 
 
 def _to_float(value: Fraction) -> float:

@@ -395,3 +395,23 @@ def test_the_model_is_given_the_readers_plan(llm) -> None:
     two = parts["messages"][-1]["content"].split("<plan>")[1]
     assert "part 1: what does ZeRO stage 1 shard" in two and "part 2:" in two
     assert len(parts["tools"]) == len(qlora["tools"]) + 1
+
+
+def test_the_model_is_told_to_check_the_learners_figure(llm) -> None:
+    # A figure the learner states ("needs 112 GB, right?") or offers as a budget ("is 70B tokens enough?") reaches
+    # the model as one to check against the tool (rule 7); a figure only mentioned ("why ... 112 GB?") does not.
+    stub, _, app = llm
+    stub.set_script(grounded_zero_answer)
+    plans = []
+    with serve(app) as url:
+        for message in (
+            "so training a 7B model with adam needs 112 GB, right?",
+            "is 70B tokens enough data to train a 7B model chinchilla-optimally?",
+            "why does training a 7B model with adam need 112 GB?",
+        ):
+            stream_events(url, {"message": message})
+            content = stub.requests[-1]["messages"][-1]["content"]
+            plans.append(content.split("<plan>")[1] if "<plan>" in content else "")
+    assert "figure to check: the learner states the answer" in plans[0]
+    assert "figure to check: the learner asks whether the figure is enough" in plans[1]
+    assert "figure to check" not in plans[2]

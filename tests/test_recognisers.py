@@ -262,6 +262,16 @@ def test_training_memory() -> None:
     assert fp32.arguments == {"params": "70B", "optimizer": "adamw", "weight_dtype": "fp32", "mixed_precision": False}
     assert recognise_training_memory("how much memory does training need", NONE) is None  # no size
     assert recognise_training_memory("a 13B model", NONE) is None  # no memory words
+    # A size written in TB or MB names memory as GB does ("needs 1.12 TB, right?" was planned nothing).
+    for unit in ("TB", "TiB", "MB"):
+        call = only(recognise_training_memory(f"so training a 70B model with adam needs 1.12 {unit}, right?", NONE))
+        assert call.arguments == {"params": "70B", "optimizer": "adam"}
+
+
+@pytest.mark.parametrize("question", ["so 7b weights at 8 bits come to 7 GB?", "13B in int4 shrinks to 6.5 GB, right?"])
+def test_what_a_size_comes_to_is_no_gpu(question: str) -> None:
+    """ "come to 7 GB" is the size asked about, not a 7 GB GPU to fit it on: a quantized size, not a fit."""
+    assert [call.name for call in plan_tools(question)] == ["quantized_size"]
 
 
 # ---- every recogniser, against its own calculator --------------------------------------------------------

@@ -281,7 +281,9 @@ def test_the_decisions_hold_their_floors_on_held_out_sets(reader, words) -> None
     # 0.795 (n=83): 37 of 54 labelled concepts named ("flash attention", "expert parallelism" are everyday words),
     # 37 of 41 names are concepts (the others: chat and typos, "sry", "zer0")
     assert figures["lacking"].heldout_score >= 0.75
-    for name in ("acts", "kinds", "standalone", "second_parts", "subject"):
+    # What a figure is to its question: 0.900 (n=30, written before its examples), 5-fold 0.912 on 130 examples.
+    assert figures["figures"].heldout_score >= 0.83
+    for name in ("acts", "kinds", "standalone", "second_parts", "subject", "figures"):
         assert figures[name].cross_validated >= 0.88, name
     note = figures["instructions"].note
     recall = float(note.split("recall ")[1].split()[0])

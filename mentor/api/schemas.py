@@ -135,6 +135,8 @@ class ReadingOut(BaseModel):
     instructed: bool = Field(description="Whether it held an instruction to the mentor (left out, never obeyed).")
     lacking: list[str]
     corrections: list[list[str]] = Field(description="Words corrected: [as written, as read].")
+    figure: str = Field("", description="What a figure the learner wrote is to the question: 'states' (the "
+                        "answer to check), 'suffices' (a budget asked about) or 'other'; empty for none.")  # fmt: skip
 
     @classmethod
     def of(cls, reading: Reading) -> ReadingOut:

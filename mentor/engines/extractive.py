@@ -22,6 +22,7 @@ import numpy as np
 from mentor.answer import Answer, Citation, Question, ToolCall
 from mentor.corpus import Chunk
 from mentor.embeddings import Embedder, embed_cached
+from mentor.engines.figures import checked
 from mentor.engines.planner import PlannedCall
 from mentor.engines.plans import choose
 from mentor.engines.selection import (
@@ -79,6 +80,11 @@ class ExtractiveEngine:
         tool_calls = [run_planned(call) for call in plan]
         computed = any(call.error is None for call in tool_calls)
         selection, parts = self._choose(question, tool_calls)
+        reading = question.reading
+        verdict = checked(reading.question, reading.figure, tool_calls) if reading is not None and computed else ""
+        if verdict:
+            # "so a 70B model wants about 1.4T tokens, right?": the figure the learner wrote, checked, comes first.
+            selection = replace(selection, lead=verdict)
         # [n] is the passage's retrieval rank, the same numbering the LLM engine sees.
         citations: dict[int, Citation] = {}
         quoted: list[str] = []

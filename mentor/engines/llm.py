@@ -28,6 +28,7 @@ from mentor.errors import UpstreamError
 from mentor.prompts import Prompt
 from mentor.safety import quoted, sanitize_markdown, without_planted
 from mentor.tools import REGISTRY, tool_schemas
+from mentor.understanding.reading import STATES, SUFFICES
 
 if TYPE_CHECKING:
     from mentor.metrics import Metrics
@@ -208,10 +209,17 @@ def execute(name: str, arguments: str) -> tuple[ToolCall, str]:
     return call, json.dumps({"error": call.error} if call.error is not None else call.public())
 
 
+# What a figure the learner writes is to the question (`Reading.figure`), as the plan tells the model to check it.
+FIGURE_PLANS = {
+    STATES: "the learner states the answer; compare it with the tool's result, then open with Yes or No",
+    SUFFICES: "the learner asks whether the figure is enough; compare it with the tool's need, then say Yes or No",
+}
+
+
 def plan_of(question: Question) -> str:
     """How the reader read the question, for the model to follow (rule 7 of the system prompt): the kind of answer
-    it wants, its parts when it has several, the concepts the module lacks, the calculators that do not model it.
-    Empty when there is nothing to add to the question itself."""
+    it wants, its parts when it has several, the concepts the module lacks, the calculators that do not model it,
+    and a figure the learner wrote to be checked. Empty when there is nothing to add to the question itself."""
     reading = question.reading
     if reading is None:
         return ""
@@ -222,4 +230,6 @@ def plan_of(question: Question) -> str:
         lines.append(f"not in the module: {', '.join(reading.lacking)}")
     if question.unmodelled:
         lines.append(f"tools that do not model this question: {', '.join(question.unmodelled)}")
+    if reading.figure in FIGURE_PLANS:
+        lines.append(f"figure to check: {FIGURE_PLANS[reading.figure]}")
     return "\n".join(lines)

@@ -340,7 +340,8 @@ COUNT = rf"((?!{CONSUMER}\b)\d{{1,5}}|(?:{WORD_COUNT})\b)"
 # A gigabyte as learners write it: "80GB", "80 GiB" (converted exactly), "80 gigs" (decimal, as card makers count).
 GB_UNIT = r"(gb|gib|gigs?)"
 # One GPU's memory, where the wording ties it to a GPU, in this preference: "48 GB card", "24GB of VRAM",
-# "H100 80GB", "A6000s (48GB)", and "on 4 x 80GB" or "a 4090 with 24GB". A bare "needs 96 GB" is a need, not a GPU.
+# "H100 80GB", "A6000s (48GB)", and "on 4 x 80GB" or "a 4090 with 24GB". A bare "needs 96 GB" is a need, not a GPU,
+# and so is what a size comes to ("7B weights at 8 bits come to 7 GB").
 MEMORY_THEN_CARD = re.compile(
     rf"(?<![\w.])(\d+(?:\.\d+)?)\s*{GB_UNIT}\b\s*(?:(?:of\s*)?(?:vram|hbm\w*|memory)\s*)?"
     rf"(?:each|per\s*{CARD}|(?:nvidia\s*)?{GPU_NAME}s?\b|{CARD}\b)",
@@ -351,7 +352,7 @@ NAME_THEN_MEMORY = re.compile(
     rf"\b{GPU_NAME}s?(?:[\s-]*(?:sxm\d?|pcie|nvl))?[\s-]*\(?(\d+(?:\.\d+)?)\s*{GB_UNIT}\b", re.I
 )
 ON_MEMORY = re.compile(
-    rf"\b(?:on|in|into|within|to|across|with|over)\s+(?:(?:a\s+single|each|{WORD_COUNT}|\d{{1,5}})\s*"
+    rf"\b(?:on|in|into|within|across|with|over)\s+(?:(?:a\s+single|each|{WORD_COUNT}|\d{{1,5}})\s*"
     rf"(?:[x×*]\s*)?)?(?<![\d.])(\d+(?:\.\d+)?)\s*{GB_UNIT}\b",
     re.I,
 )

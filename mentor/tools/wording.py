@@ -44,8 +44,9 @@ SEQ_LEN = re.compile(
 )
 HEADS = re.compile(r"(?<![\w.])(\d+)\s*(?:attention\s*)?heads\b|\bheads\s*(?:=|:)?\s*(\d+)", re.I)
 LAYERS = re.compile(r"(?<![\w.])(\d+)\s*layers\b|\blayers\s*(?:=|:)?\s*(\d+)", re.I)
+# Memory named by a word or by a byte unit a size is written in ("1.12 TB", "900 MB", not only "GB").
 MEMORY_WORDS = re.compile(
-    r"\b(memory|bytes?|gb|gib|fit|vram|hbm|footprint|how (?:much|big)|optimi[sz]er state|ram)\b", re.I
+    r"\b(memory|bytes?|[mgt]i?b|fit|vram|hbm|footprint|how (?:much|big)|optimi[sz]er state|ram)\b", re.I
 )
 EXAMPLE_PARAMS = "7B"  # the module's worked example
 # A width as learners write it: "int4", "8-bit", "4 bits", "w8a8" (the weights' 8).

@@ -14,6 +14,9 @@ across subjects: no module's wording) and the embedder:
   it, trained on labelled pairs of consecutive messages;
 - `social`: what a message of chat alone does socially: greets, thanks, takes leave, or none of these ("other":
   small talk, or a request the module has nothing for); the first three get a short kind reply, not the redirect;
+- `figures`: what a figure the learner writes is to the question: the answer they want checked ("so it comes to
+  112 GB, right?": "states"), a budget asked about ("is 500B tokens enough?": "suffices"), or neither ("why does it
+  need 112 GB?", "i have 3 kg of flour, how many loaves?": "other");
 - `lacking`: which words name a topic the module lacks (`mentor.understanding.lacking`, from the module's
   calibration questions).
 """
@@ -165,6 +168,7 @@ class Decisions:
     continues: ContinuesModel
     lacking: LackingModel
     social: Classifier
+    figures: Classifier  # what a figure the learner writes is to the question (`reading.STATES`, `SUFFICES`)
 
     @classmethod
     def load(
@@ -190,6 +194,8 @@ class Decisions:
         subject = Classifier.build("subject", subject_rows, embedder, cache_dir=cache_dir)
         social_rows = load_labelled(examples / "social.jsonl", "social")
         social = Classifier.build("social", social_rows, embedder, cache_dir=cache_dir)
+        figures_rows = load_labelled(examples / "figures.jsonl", "label")
+        figures = Classifier.build("figures", figures_rows, embedder, cache_dir=cache_dir)
         general = load_pairs(examples / "follow_ups.jsonl")
         pairs = list(general)
         if follow_up_examples is not None and follow_up_examples.is_file():
@@ -203,4 +209,4 @@ class Decisions:
         messages = [row.text for row in act_examples(examples, mixes=0)]
         spellers = {module_id: w.speller for module_id, w in words.items()}
         lacking = LackingModel.load(lacking_examples, spellers, messages)
-        return cls(acts, kinds, standalone, second_parts, subject, continues, lacking, social)
+        return cls(acts, kinds, standalone, second_parts, subject, continues, lacking, social, figures)

@@ -40,6 +40,7 @@ def measure(reader: Reader, words: ModuleWords, heldout: Path, examples: Path = 
         ("second_parts", second_part_examples(standalone, examples)),
         ("subject", load_labelled(examples / "subject.jsonl", "subject")),
         ("social", load_labelled(examples / "social.jsonl", "social")),
+        ("figures", load_labelled(examples / "figures.jsonl", "label")),
     ):
         texts = [row.text for row in rows]
         score = cross_validated(texts, embed(texts), [row.label for row in rows])
@@ -74,6 +75,9 @@ def _heldout(name: str, reader: Reader, words: ModuleWords, heldout: Path) -> tu
     elif name == "social":  # as the chat reads it: chat alone first (a message read as a question is "other")
         truth = [row["social"] for row in rows]
         predicted = [_read(reader, words, row["text"]).social or OTHER for row in rows]
+    elif name == "figures":  # what a figure is to its question, as the chat reads it
+        truth = [row["label"] for row in rows]
+        predicted = [_read(reader, words, row["text"]).figure or OTHER for row in rows]
     else:
         truth = [row["kind"] for row in rows]
         predicted = [_read(reader, words, row["text"]).kind for row in rows]

@@ -30,6 +30,7 @@ from mentor.understanding.reading import CHATTER, INSTRUCTION, OTHER, QUESTION, 
 from mentor.understanding.words import ModuleWords
 
 WORD_START = re.compile(r"(?<!\S)\S")  # where each word begins: a clause may be cut there
+DIGIT = re.compile(r"\d")  # a part writing no digit states no figure
 MAX_CLAUSES = 12  # a longer message reads its last clauses as one (a pasted log is one clause of its question)
 MAX_PARTS = 3  # more questions in one message are answered as the last part together
 # The probability from which a message may instruct, and from which a piece of such a message is an order. On the
@@ -312,7 +313,8 @@ class Reader:
         asks = min(p.confidence for p in asking)
         meant = tuple(words.lexicon.expansions(written))
         on_module = self.decisions.subject.probability(text, vector, "module")
-        return Part(text, written, kind, vector, lacking, asks, alone, sure, meant, on_module)
+        figure = self.decisions.figures.decide(text, vector)[0] if DIGIT.search(written) else ""
+        return Part(text, written, kind, vector, lacking, asks, alone, sure, meant, on_module, figure)
 
     def as_question(self, reading: Reading, words: ModuleWords) -> Reading:
         """A message read as chat alone, taken as the question it is: "zero in one sentence" is terse, not chat,

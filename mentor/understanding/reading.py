@@ -18,6 +18,9 @@ QUESTION, INSTRUCTION, CHATTER = "question", "instruction", "chatter"
 ACTS = (QUESTION, INSTRUCTION, CHATTER)
 # What a message of chat alone does socially (`Reading.social`); "other" chat gets no reply of its own.
 GREETING, THANKS, FAREWELL, OTHER = "greeting", "thanks", "farewell", "other"
+# What a figure the learner writes is to the question: the answer they want checked ("so it comes to 112 GB,
+# right?"), a budget they ask about ("is 500B tokens enough?"), or neither (`mentor.engines.figures`).
+STATES, SUFFICES = "states", "suffices"
 # The kind of answer a part wants.
 KINDS = (
     "definition",
@@ -60,6 +63,7 @@ class Part:
     # only handle on what was asked, so a sentence using that phrase is about it.
     meant: tuple[str, ...] = ()
     on_module: float = 0.0  # how surely it asks about the module itself, not a subject it names
+    figure: str = ""  # what a figure it writes is to it (STATES, SUFFICES, "other"); "" when it writes no digit
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -92,6 +96,11 @@ class Reading:
         """True when the message surely wants this kind of answer (`SURE_KIND`): what a kind changes in retrieval
         (the module's reading list or opening joins the passages) is only worth doing when it is clear."""
         return bool(self.parts) and self.parts[0].kind == kind and self.parts[0].kind_confidence >= SURE_KIND
+
+    @property
+    def figure(self) -> str:
+        """What the first figure-bearing part's figure is to it (`STATES`, `SUFFICES`, "other"); "" for none."""
+        return next((part.figure for part in self.parts if part.figure), "")
 
     @property
     def about_module(self) -> bool:
@@ -128,4 +137,5 @@ class Reading:
             "instructed": self.instructed,
             "lacking": list(self.lacking),
             "corrections": [list(pair) for pair in self.corrections],
+            "figure": self.figure,
         }

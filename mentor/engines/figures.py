@@ -1,0 +1,180 @@
+"""A figure the learner writes, checked against the calculation: the verdict a yes/no question about a number gets.
+
+"so a 70B model wants about 1.4T tokens, right?" states the answer it wants checked: the Chinchilla calculation
+gives 1.4T tokens, so the answer opens "**Yes**: the calculation gives 1.4T tokens." "is 700B tokens enough for a
+70B model?" asks about a budget: the need, 1.4T, is above it, so "**No**". What a figure is to its question is the
+reader's decision, learned from labelled examples (`Reading.figure`); a figure that is neither ("why does it need
+112 GB?") gets no verdict.
+
+Which result a figure is about is formal syntax, with no word of any subject: its unit ("GB", "FLOPs") or the word
+written after it ("tokens", "days") names a result of the same dimension ("total_bytes", "tokens"). Of several (the
+weights', gradients', optimizer state's and total bytes), the one whose other words the question writes
+("optimizer"), else the largest, the whole. A figure equal to an argument of the call ("7B params") is what the
+question computes with, not a claim. A figure equals a result when the result rounds to it at the precision it is
+written with: "1.12 TB" for 1,120,000,000,000 bytes, "1.4T" for 1.4e12, but "110 GB" is not 112 GB. A calculation
+that decides for itself (a fit, a comparison: its result holds a verdict) states its own.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+from mentor.answer import ToolCall
+from mentor.grounding import Quantity, quantities
+from mentor.text.tokens import stems
+from mentor.tools import units
+from mentor.understanding.reading import STATES, SUFFICES
+
+BYTES, FLOPS = "bytes", "flops"
+BYTE_UNIT = re.compile(r"[kmgtpe]i?b|bytes?", re.I)  # "GB", "GiB", "TB", "bytes" ("B" alone is a count: "7B")
+FLOP_UNIT = re.compile(r"[kmgtpe]?flop", re.I)
+NEXT_WORD = re.compile(r"[ \u00a0]*([A-Za-z]+)")
+WORDS = re.compile(r"[A-Za-z]+")
+STEP = re.compile(r";\s+|(?<=[.)])\s+(?=[A-Z])")  # a worked calculation's steps: "weights = …; total = …"
+GB_ARGUMENT = "_gb"  # an argument in GB ("gpu_memory_gb"): 10^9 bytes each
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A figure the learner wrote, the dimension it is in, and the word that named it ("tokens"; "" for a unit)."""
+
+    quantity: Quantity
+    dimension: str
+    word: str = ""
+
+
+def checked(text: str, figure: str, calls: Sequence[ToolCall]) -> str:
+    """The verdict the question's figure gets from the calculation, as the sentence an answer opens with; "" when
+    the question states no figure to check, or no calculation settles it."""
+    if figure not in (STATES, SUFFICES):
+        return ""
+    claims = [claim for q in quantities(text) if (claim := _claim(text, q)) is not None]
+    asked = frozenset(stems([w.lower() for w in WORDS.findall(text)]))
+    for call in calls:
+        if call.error is not None or not call.result or "verdict" in call.result:
+            continue
+        arguments = list(_arguments(call))
+        results = list(_results(call))
+        found = []
+        for claim in claims:
+            stated = claim.quantity.mention.value
+            if any(d == claim.dimension and abs(v - stated) <= claim.quantity.tolerance for d, v in arguments):
+                continue  # what the question computes with ("7B params"), not a claim
+            keys = [(key, value) for key, value in results if _dimension_of(key) == claim.dimension]
+            if keys:
+                found.append(Checked.of(claim, keys, asked))
+        if found:
+            return _verdict(found, figure, call.explanation)
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A claim beside the result it is about: the result whose name the question writes, else the whole; and
+    whether the claim equals that one or the whole (at the precision it is written with)."""
+
+    claim: Claim
+    value: Fraction
+    equal: bool
+
+    @classmethod
+    def of(cls, claim: Claim, keys: list[tuple[str, Fraction]], asked: frozenset[str]) -> Checked:
+        stated, tolerance = claim.quantity.mention.value, claim.quantity.tolerance
+        named = [value for key, value in keys if _key_words(key) & asked]
+        whole = max((value for _, value in keys), key=abs)
+        equal = [value for value in [*named, whole] if abs(value - stated) <= tolerance]
+        return cls(claim, equal[0] if equal else named[0] if len(named) == 1 else whole, bool(equal))
+
+    @property
+    def distance(self) -> float:
+        """How far apart the claim and its result are, in orders of magnitude: of several figures ("~20 tokens a
+        param, so about 1.4T tokens"), the one nearest the calculation's is the one about it."""
+        stated = self.claim.quantity.mention.value
+        return abs(math.log10(float(stated) / float(self.value))) if stated > 0 and self.value > 0 else math.inf
+
+
+def _verdict(found: Sequence[Checked], figure: str, explanation: str) -> str:
+    """The opening sentence: Yes or No, then the step of the calculation that gives the figure it rests on."""
+    if figure == STATES:
+        equal = [c for c in found if c.equal]
+        chosen = equal[0] if equal else min(found, key=lambda c: c.distance)
+        yes = bool(equal)
+    else:  # SUFFICES: the need is within the budget the learner names
+        chosen = min(found, key=lambda c: c.distance)
+        yes = chosen.value <= chosen.claim.quantity.mention.value + chosen.claim.quantity.tolerance
+    return f"**{'Yes' if yes else 'No'}**: {_step(explanation, chosen)}."
+
+
+def _step(explanation: str, chosen: Checked) -> str:
+    """The step of the worked calculation that ends in the figure ("total = 7B params × 16 bytes/param = 112 GB
+    (≈104.3 GiB)"): the verdict restates the calculator, as the grounding check reads it; without one, the figure."""
+    for step in STEP.split(explanation):
+        if any(abs(q.mention.value - chosen.value) <= q.tolerance for q in quantities(step)):
+            return step.strip().rstrip(".")
+    return f"the calculation gives {_shown(chosen.value, chosen.claim)}"
+
+
+def _claim(text: str, quantity: Quantity) -> Claim | None:
+    """The figure's dimension: its unit's, or the word written right after it; None for one without either."""
+    unit = quantity.unit
+    if unit and BYTE_UNIT.fullmatch(unit):
+        return Claim(quantity, BYTES)
+    if unit and FLOP_UNIT.match(unit):
+        return Claim(quantity, FLOPS)
+    if unit == "%":
+        return None
+    word = NEXT_WORD.match(text, quantity.end)
+    if word is None:
+        return None
+    return Claim(quantity, stems([word.group(1).lower()])[0], word.group(1))
+
+
+def _results(call: ToolCall) -> Iterator[tuple[str, Fraction]]:
+    """The call's numeric results, exactly as the calculator returned them."""
+    for key, value in (call.result or {}).items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            yield key, Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+
+
+def _arguments(call: ToolCall) -> Iterator[tuple[str, Fraction]]:
+    """The call's numeric arguments, each with its dimension, in base units: "gpu_memory_gb": 80 is 80e9 bytes."""
+    for key, value in call.arguments.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            number = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+            if key.endswith(GB_ARGUMENT):
+                yield BYTES, number * 10**9
+            else:
+                yield _dimension_of(key), number
+
+
+def _dimension_of(key: str) -> str:
+    """A result's dimension from its name: "total_bytes" and "bytes_per_param" are bytes, "compute_flops" FLOPs,
+    "tokens" tokens (stemmed, as a claim's word is)."""
+    words = key.lower().split("_")
+    if BYTES in words:
+        return BYTES
+    if FLOPS in words:
+        return FLOPS
+    return stems(words)[-1] if len(words) == 1 else ""
+
+
+def _key_words(key: str) -> frozenset[str]:
+    """A result's name but its dimension: "optimizer_bytes" -> {"optim"}, "bytes_per_param" -> {"param"}."""
+    words = [w for w in key.lower().split("_") if w not in (BYTES, FLOPS) and w not in ENGLISH_STOP_WORDS]
+    return frozenset(stems(words))
+
+
+def _shown(value: Fraction, claim: Claim) -> str:
+    """The calculation's figure as its calculators write one of its dimension."""
+    if claim.dimension == BYTES:
+        return units.nbytes(value)
+    if claim.dimension == FLOPS:
+        return units.flops(value)
+    shown = units.count(value) if value.denominator == 1 and value >= 1000 else units.number(value)
+    return f"{shown} {claim.word}"
