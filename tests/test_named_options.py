@@ -73,9 +73,10 @@ ALL = cases(CORPUS / "p10-llm-systems-frontier-02.md", MODULE_ID) + cases(INDEXE
 def runtimes(runtime, tmp_path_factory, embedder):
     from mentor.runtime import build_runtime
 
-    from .conftest import make_settings
+    from .conftest import UNLIMITED, make_settings
 
-    indexes = build_runtime(make_settings(tmp_path_factory.mktemp("indexes"), corpus_dir=INDEXES), embedder=embedder)
+    settings = make_settings(tmp_path_factory.mktemp("indexes"), corpus_dir=INDEXES, **UNLIMITED)  # 64 questions
+    indexes = build_runtime(settings, embedder=embedder)
     return {MODULE_ID: runtime, "T01.databases.03": indexes}
 
 
