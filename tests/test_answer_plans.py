@@ -38,6 +38,9 @@ def indexes(tmp_path_factory, embedder):
         ("a single layer of my model is too big for one gpu, what should i split it with?", "Tensor parallel (TP)"),
         ("bf16 or fp16 for training on a100s?", "bf16"),
         ("to make memory-bound decode faster should i go int4 weight-only or w8a8?", "int4"),
+        # A name beside a table's rows, which no row holds but the table's section is about (it was "**Pipeline
+        # parallel (PP)**": only rows were options once a row was named).
+        ("to shard the optimizer state across the data-parallel group, zero or pipeline parallel?", "ZeRO"),
     ],
 )
 def test_a_decision_names_its_option_first(runtime, message: str, option: str) -> None:

@@ -286,3 +286,12 @@ def test_hyphenated_words_are_found_in_time_linear_in_a_long_word() -> None:
 
     ordinary = ("pipeline parallel " * 300)[:8000]
     assert seconds("a" * 8000) < 10 * seconds(ordinary) + 0.01
+
+
+def test_a_cased_word_is_a_name_even_opening_a_sentence() -> None:
+    """ "BRIN stores ..." names BRIN though it only opens sentences: a capital after the first letter is no sentence
+    case; "Tables ..." opening a sentence is not a name."""
+    from mentor.text.profile import _names
+
+    names = _names(["BRIN stores only a summary of each block range.", "Tables grow.", "ZeRO shards it."])
+    assert {"brin", "zero"} <= names and "tabl" not in names

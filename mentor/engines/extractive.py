@@ -177,8 +177,12 @@ class ExtractiveEngine:
         selection = select(parts, vectors, fresh, profile, per_part=per_part, limit=limit, lacking=lacking)
         # A follow-up's options are the previous question's ("should it go over NVLink or across nodes?"): no table
         # row decides it.
-        if reading is not None and reading.surely("choice") and not reading.continues:
-            option = choose(parts[0], vectors[0], fresh, profile)
+        choosing = reading.surely_part("choice") if reading is not None and not reading.continues else None
+        if choosing is not None:
+            # The options are weighed against the whole question: the learner's situation may be a part before the
+            # part that asks which ("many layers; cross-node scaling: pipeline or data parallel?").
+            whole = (parts[0], vectors[0]) if len(parts) == 1 else (Part.of(reading.question, profile), reading.vector)
+            option = choose(*whole, fresh, profile)
             if option is not None:
                 # A decision names its option first, quoting the sentence that makes the case for it.
                 # The option's own sentence makes its case; other parts keep theirs.
@@ -186,7 +190,8 @@ class ExtractiveEngine:
                 chosen = [option.unit, *others][:limit]
                 ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
                 lead = f"**{option.label}** [{option.unit.passage.rank}]."
-                selection = Selection(ordered, selection.unanswered[1:], lead)
+                unanswered = [p for p in selection.unanswered if p.text != choosing.text]
+                selection = Selection(ordered, unanswered, lead)
         if not selection.chosen and lacking and any(covers_more(p, lacking, profile) for p in parts):
             # A part naming a concept the module lacks is held to the strict floor: a sentence merely sharing its
             # words is no answer. When none clears it, the part's other topics the module does teach ("what is the

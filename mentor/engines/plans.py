@@ -22,6 +22,7 @@ from mentor.text.tokens import tokenize
 
 WORD = re.compile(r"\w[\w-]*\w|\w")  # a word as written, hyphens inside: "bf16", "ZeRO", "weight-only"
 ROW_CELLS = 2  # a record with this many attributes describes its option (what it is, when to use it)
+ASIDE = re.compile(r"\(([^()]*)\)")  # a row head's abbreviation: "Tensor parallel (TP)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,12 +36,67 @@ class Option:
 
 def choose(part: Part, vector: np.ndarray, pool: Sequence[Candidate], profile: ModuleProfile) -> Option | None:
     """The option a decision question should take ("bf16 or fp16 on A100s?", "a single layer is too big, what do I
-    split it with?"), or None when the module gives none: between options the learner names (`named_choice`), else
-    among the rows of a table (`row_choice`)."""
+    split it with?"), or None when the module gives none: between the table rows and the names the learner writes
+    (`mixed_choice`: "zero or pipeline parallel?"), between names (`named_choice`), else among a table's rows
+    (`row_choice`)."""
+    rows = _named_rows(part, pool)
+    if rows:
+        options = {**rows, **_section_names(part, pool, profile, rows)}
+        if len(options) >= 2:
+            return mixed_choice(part, vector, options, profile)
     named = _named_options(part, pool, profile)
     if len(named) >= 2:
         return named_choice(part, vector, named, profile)
     return row_choice(part, vector, pool, profile)
+
+
+def mixed_choice(
+    part: Part, vector: np.ndarray, options: dict[str, list[Candidate]], profile: ModuleProfile
+) -> Option | None:
+    """Between options the learner names, table rows among them: the one whose own units (a row, or the sentences
+    about a name) answer the question best, if one clears the floor. A row is never taken over a name the learner
+    offered beside it just because rows are what a table lists ("to shard the optimizer state: zero or pipeline
+    parallel?" is ZeRO's case, not the pipeline row's)."""
+    ranked = [(score(unit, part, vector, profile), label, unit) for label, units in options.items() for unit in units]
+    if not ranked:
+        return None
+    value, label, unit = max(ranked, key=lambda item: item[0])
+    return Option(label, unit, value) if value >= FLOOR else None
+
+
+def _named_rows(part: Part, pool: Sequence[Candidate]) -> dict[str, list[Candidate]]:
+    """The table rows the learner names, by their head as the module writes it ("Tensor parallel (TP)"): its words
+    ("tensor parallel"), one of its alternatives ("Sequence / context"), or its abbreviation ("TP")."""
+    written = set(part.words)
+    rows: dict[str, list[Candidate]] = {}
+    for candidate in pool:
+        record = record_of(candidate.unit.text)
+        if record is None or len(record.cells) < ROW_CELLS:
+            continue
+        names = [*ASIDE.findall(record.head), *ASIDE.sub(" ", record.head).split("/")]
+        if any((terms := set(tokenize(name))) and terms <= written for name in names):
+            rows.setdefault(record.head, []).append(candidate)
+    return rows
+
+
+def _section_names(
+    part: Part, pool: Sequence[Candidate], profile: ModuleProfile, rows: dict[str, list[Candidate]]
+) -> dict[str, list[Candidate]]:
+    """The module's names the learner writes beside a table's rows that no row holds but the table's section is
+    about too ("ZeRO shards ..." beside the parallelism table; not "GPU", which rows hold, nor "Adam", which the
+    section never names): each with the sentences about it (whose subject it is)."""
+    held = {t for units in rows.values() for c in units for t in c.terms}
+    sections = {c.passage.section_id for units in rows.values() for c in units}
+    names = {t for t in part.terms if t in profile.names and t not in held}
+    about = {
+        name: [c for c in pool if name in c.head and record_of(c.unit.text) is None]
+        for name in names
+    }  # fmt: skip
+    return {
+        _written(name, units[0].unit.text): units
+        for name, units in about.items()
+        if units and any(c.passage.section_id in sections for c in units)
+    }
 
 
 def named_choice(

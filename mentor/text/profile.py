@@ -91,7 +91,8 @@ def describes_module(piece: Piece) -> bool:
 
 
 def _names(texts: Iterable[str]) -> frozenset[str]:
-    """The stems of words never written in lower case, and capitalised at least once inside a sentence."""
+    """The stems of words never written in lower case, and capitalised at least once inside a sentence or with a
+    capital after their first letter (an acronym or a cased name, "BRIN", "ZeRO", even opening a sentence)."""
     lower: set[str] = set()
     inside: set[str] = set()
     for text in texts:
@@ -100,6 +101,6 @@ def _names(texts: Iterable[str]) -> frozenset[str]:
             for position, (word, stem) in enumerate(zip(words, stems([w.lower() for w in words]), strict=True)):
                 if word.islower():
                     lower.add(stem)
-                elif position > 0 and word[0].isupper():
+                elif (position > 0 and word[0].isupper()) or any(ch.isupper() for ch in word[1:]):
                     inside.add(stem)
     return frozenset(inside - lower)

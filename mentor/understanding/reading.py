@@ -102,6 +102,11 @@ class Reading:
         """What the first figure-bearing part's figure is to it (`STATES`, `SUFFICES`, "other"); "" for none."""
         return next((part.figure for part in self.parts if part.figure), "")
 
+    def surely_part(self, kind: str) -> Part | None:
+        """The first part that surely wants this kind of answer (`SURE_KIND`): the situation before a choice may be
+        a part of its own ("many layers and cross-node scaling; | pipeline or data parallel?")."""
+        return next((p for p in self.parts if p.kind == kind and p.kind_confidence >= SURE_KIND), None)
+
     @property
     def about_module(self) -> bool:
         """True when the message asks about the module itself ("who is this for?"), not a subject it names."""
