@@ -466,3 +466,13 @@ def test_a_question_of_one_part_answered_only_nearby_is_not_named_back_whole(run
     answer = ask(runtime, question).answer
     assert answer.coverage == "partial" and answer.citations and not answer.out_of_scope, answer.text
     assert question.rstrip("?") not in answer.text and "“" not in answer.text.split("\n\n")[0], answer.text
+
+
+def test_a_second_name_gets_a_sentence_about_it_not_one_that_mentions_it(runtime) -> None:
+    # The part names Kaplan and Chinchilla; Kaplan's sentence answers first, and of the sentences naming Chinchilla
+    # the one whose subject it is answers, not "Deployment twist: over-train smaller models past Chinchilla ..."
+    # (which scored higher on the question's other words).
+    message = "kaplan told everyone to spend extra compute on bigger models like gpt-3; did chinchilla agree?"
+    answered = asyncio.run(runtime.chat.ask(ChatInput(message=message, module_id=MODULE_ID)))
+    assert "Chinchilla (2022): scale N and D together" in answered.answer.text
+    assert "Deployment twist" not in answered.answer.text

@@ -77,7 +77,10 @@ def covered(runtime, module_id: str, question: str, a: str, b: str) -> bool:
 
 
 def test_each_name_gets_a_sentence_about_it(cases) -> None:
+    """20 of 56 before and after the change it was written for (`selection._each_name`: a unit about the name
+    before one that mentions it). The misses are pairs with ZeRO, the module's subject (named in more units than
+    any one thing of two), and pairs the generator made of a unit ("GB"); the change moved answers of the splits
+    instead (docs/eval-notes.md). A floor, so a regression shows."""
     results = [covered(*case) for case in cases]
-    for case, ok in zip(cases, results, strict=True):
-        print("ok  " if ok else "MISS", case[2])
-    assert sum(results) >= 0, f"{sum(results)} of {len(results)}"
+    misses = [case[2] for case, ok in zip(cases, results, strict=True) if not ok]
+    assert sum(results) >= 20, misses

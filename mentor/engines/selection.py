@@ -329,9 +329,12 @@ def _each_name(
     floor: float,
 ) -> None:
     """A part naming two things the module says apart ("what did Kaplan get wrong that Chinchilla fixed?"): a unit
-    for the one the quotes so far leave out beats a second unit about the other, if it clears the usual floor."""
+    for the one the quotes so far leave out beats a second unit about the other, if it clears the usual floor; of
+    those, one about it ("Chinchilla (2022): scale N and D together") before one that mentions it ("Deployment
+    twist: over-train smaller models past Chinchilla")."""
     named = set(part.names)
     missing = named - {t for c in chosen.values() for t in c.terms} if len(named) > 1 else set()
+    ranked = sorted(ranked, key=lambda item: not item[1].head & missing)  # stable: by score within each
     for value, candidate in ranked:
         if not missing or len(chosen) >= limit or value < floor:
             break
