@@ -15,7 +15,10 @@ about the module itself, its opening; any other leaves both out (they share ever
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from mentor.answer import Turn
 from mentor.corpus import Chunk
@@ -44,6 +47,8 @@ class Grounds:
     said: str = ""  # the message with personal details replaced ("[EMAIL]", "[NAME]", ...)
     # The earlier turns, details replaced the same way, each question as read (`Turn.asked`: its orders left out).
     history: tuple[Turn, ...] = ()
+    # The parts (as read) on a topic the module leaves to another module, and those modules' ids.
+    sent: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
     @property
     def question(self) -> str:
@@ -57,13 +62,25 @@ class Grounds:
         reading = self.reading
         about = reading.about_module and any(reading.surely(k) for k in ABOUT_MODULE) and not reading.lacking
         asks_calculation = bool(self.plan or self.unmodelled)
-        return bool(reading.question) and (self.retrieval.in_scope or asks_calculation or about)
+        sent = bool(self.sent[0])  # the module says where its topic is taught: that much it answers
+        return bool(reading.question) and (self.retrieval.in_scope or asks_calculation or about or sent)
 
 
 def consult(
-    message: str, history: tuple[Turn, ...], *, module_id: str, reader: Reader, retriever: Retriever, top_k: int
+    message: str,
+    history: tuple[Turn, ...],
+    *,
+    module_id: str,
+    reader: Reader,
+    retriever: Retriever,
+    top_k: int,
+    pointed: Callable[[np.ndarray], tuple[str, ...]] = lambda vector: (),
 ) -> Grounds:
-    """Read `message` after its conversation, search the module for it, and plan its calculators (blocking)."""
+    """Read `message` after its conversation, search the module for it, and plan its calculators (blocking).
+
+    `pointed` gives the modules this one sends a learner to for the topic of a vector (its front matter's
+    pointers): a part on such a topic is answered by where the module sends it, and the passage whose row names
+    that module (its reading list) joins the passages."""
     index = retriever.modules[module_id]
     said, history = scrubbed(message, history)
     history = tuple(_read(turn, reader, index.words) for turn in history)
@@ -85,6 +102,11 @@ def consult(
             retrieval = _merged(first, covered, top_k)
         if set_aside:
             asked = " ".join(p.text for p, r in searched if r.in_scope)
+    sent_parts = tuple(p.text for p in reading.parts if pointed(p.vector))
+    sent_to = tuple(dict.fromkeys(m for p in reading.parts for m in pointed(p.vector)))
+    if sent_to:
+        rows = [c for c in index.chunks if any(m in c.text for m in sent_to)]
+        retrieval = with_chunks(retrieval, rows, module_id)
     # Only a question that continues the conversation borrows its numbers ("and for 70B?"); a new one does not
     # ("who won the World Cup in 2014?" after a calculation is no calculation).
     earlier = tuple(turn.asked or turn.question for turn in history) if reading.continues else ()
@@ -95,7 +117,7 @@ def consult(
     unmodelled_concepts = [c for c in reading.lacking if not any(calc.models(c) for calc in CALCULATORS)]
     modelled = [] if unmodelled_concepts else plan
     unmodelled = tuple(dict.fromkeys(call.name for call in plan)) if unmodelled_concepts else ()
-    return Grounds(reading, retrieval, modelled, set_aside, asked, unmodelled, said, history)
+    return Grounds(reading, retrieval, modelled, set_aside, asked, unmodelled, said, history, (sent_parts, sent_to))
 
 
 def scrubbed(message: str, history: tuple[Turn, ...]) -> tuple[str, tuple[Turn, ...]]:

@@ -47,7 +47,8 @@ def with_pointers(answer: Answer, pointers: tuple[Pointer, ...]) -> Answer:
     if not pointers:
         return answer
     sentence = pointed(pointers)
-    return replace(answer, text=f"{answer.text}\n\n{sentence}", framing=(*answer.framing, sentence))
+    text = f"{answer.text}\n\n{sentence}" if answer.text else sentence  # alone when it is the whole answer
+    return replace(answer, text=text, framing=(*answer.framing, sentence))
 
 
 def covered_topics(module: Module, last: str = "and") -> str:

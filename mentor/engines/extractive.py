@@ -140,7 +140,11 @@ class ExtractiveEngine:
             return Selection([], []), []
         profile, reading = question.profile, question.reading
         about = reading is not None and (reading.surely("sources") or reading.surely("overview"))
-        pool = candidates(question.passages, self._units_of, profile, allow_boilerplate=about, planted=question.planted)
+        sent_parts, sent_to = question.sent
+        pool = candidates(
+            question.passages, self._units_of, profile, allow_boilerplate=about, planted=question.planted,
+            pointing=sent_to,
+        )  # fmt: skip
         last = quoted_before([question.history[-1].answer]) if question.history else ""
         if reading is not None and reading.surely("repeat") and last:
             # "sorry, can you say that again?": the last answer's sentences, as they were.
@@ -174,7 +178,10 @@ class ExtractiveEngine:
             # better, so the best sentence is quoted again rather than a lookalike.
             fresh = pool
         lacking = frozenset(t for word in question.lacking for t in profile.words(word))
-        selection = select(parts, vectors, fresh, profile, per_part=per_part, limit=limit, lacking=lacking)
+        pointed = frozenset(sent_parts)
+        selection = select(
+            parts, vectors, fresh, profile, per_part=per_part, limit=limit, lacking=lacking, pointed=pointed
+        )
         # A follow-up's options are the previous question's ("should it go over NVLink or across nodes?"): no table
         # row decides it.
         choosing = reading.surely_part("choice") if reading is not None and not reading.continues else None
@@ -197,6 +204,11 @@ class ExtractiveEngine:
             # words is no answer. When none clears it, the part's other topics the module does teach ("what is the
             # pipeline bubble, and which schedule, 1F1B or interleaved, ...") are answered, and the concept named.
             selection = select(parts, vectors, fresh, profile, per_part=per_part, limit=limit)
+        if pointed:
+            sent = [(p, v) for p, v in zip(parts, vectors, strict=True) if p.text in pointed]
+            selection = sent_elsewhere(selection, pool, sent, sent_to, profile)
+            if not selection.chosen and not selection.unanswered:
+                return selection, parts  # where the module sends the learner is the whole answer
         if not selection.chosen:
             # In scope, yet no sentence clears the floor: quote the nearest one and say it is only that.
             nearest = select(parts[:1], vectors[:1], pool, profile, per_part=1, limit=1, floor=NEAREST)
@@ -383,6 +395,26 @@ def _vectors_of(units: list[Unit], vectors: np.ndarray) -> UnitVectors:
 def _best(candidate: Candidate, parts: Sequence[Part], vectors: Sequence[np.ndarray], profile: ModuleProfile) -> float:
     """The best score `candidate` reaches for any part."""
     return max(score(candidate, p, v, profile) for p, v in zip(parts, vectors, strict=True))
+
+
+def sent_elsewhere(
+    selection: Selection,
+    pool: Sequence[Candidate],
+    sent: Sequence[tuple[Part, np.ndarray]],
+    sent_to: tuple[str, ...],
+    profile: ModuleProfile,
+) -> Selection:
+    """The parts on a topic the module leaves to another module (`sent`, with their vectors), answered: by the
+    module's own line sending the learner there, the one naming that module nearest the part ("In-app — … Inference
+    & serving, for why decode is memory-bound", not "Prerequisites: Inference & serving"), and by the sentence
+    naming where the module points (`mentor.framing.with_pointers`)."""
+    naming = [c for c in pool if any(m in c.unit.text for m in sent_to) and c not in selection.chosen]
+    rows = [max(naming, key=lambda c: max(score(c, p, v, profile) for p, v in sent))] if naming else []
+    pointed = {part.text for part, _ in sent}
+    chosen = [*selection.chosen, *rows]
+    ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
+    unanswered = [p for p in selection.unanswered if p.text not in pointed]
+    return Selection(ordered, unanswered, selection.lead)
 
 
 def covers_more(part: Part, lacking: frozenset[str], profile: ModuleProfile) -> bool:

@@ -173,9 +173,11 @@ def candidates(
     *,
     allow_boilerplate: bool,
     planted: frozenset[str] = frozenset(),
+    pointing: tuple[str, ...] = (),
 ) -> list[Candidate]:
     """Every quotable unit of the passages: no instruction-like text (`planted`: the units the reader reads as
-    instructions), no stub, no boilerplate unless asked."""
+    instructions), no stub, no boilerplate unless asked or naming a module the question is sent to (`pointing`:
+    the reading list's row for it)."""
     found: list[Candidate] = []
     seen: set[str] = set()
     for passage in passages:
@@ -185,7 +187,7 @@ def candidates(
             text = unit.text
             if text in seen or text in planted or len(text.split()) < MIN_WORDS:
                 continue
-            if not allow_boilerplate and text in profile.boilerplate:
+            if not allow_boilerplate and text in profile.boilerplate and not any(m in text for m in pointing):
                 continue
             seen.add(text)  # overlapping chunks hold the same sentence twice
             terms = tokenize(text)
@@ -259,6 +261,7 @@ def select(
     floor: float = FLOOR,
     lacking: frozenset[str] = frozenset(),
     rule: tuple[Part, np.ndarray] | None = None,
+    pointed: frozenset[str] = frozenset(),
 ) -> Selection:
     """The units answering each part (at most `per_part` each, `limit` in all), and the parts left unanswered.
 
@@ -268,11 +271,17 @@ def select(
     the units clearing the floor for the question, each scores the mean of what it answers of the question and
     of the rule ("expected loss for 7B on 1T tokens?" -> "Chinchilla (2022): scale N and D together", not the
     one-liner sharing "tokens" and "param"); the rule never lifts a unit the question leaves below the floor.
+    A part on a topic the module leaves to another module (`pointed`: part texts) gets no unit here: where the
+    module sends the learner answers it, and a unit about its topic only mentions it ("Weight-only int4 … ideal for
+    memory-bound decode" under "why is decode memory-bound?").
     """
     by_key = {_key(c): c for c in pool}
     chosen: dict[tuple[str, int], Candidate] = {}
     unanswered: list[Part] = []
     for part, vector in zip(parts, part_vectors, strict=True):
+        if part.text in pointed:
+            unanswered.append(part)
+            continue
         part_floor = max(floor, STRICT) if lacking & set(part.words) else floor
         scores = {_key(c): score(c, part, vector, profile) for c in pool}
         leads = scores  # how a fragment's sentence is judged: as relevant as it is to the question
