@@ -78,3 +78,16 @@ def test_a_figure_the_question_computes_with_is_no_claim() -> None:
 def test_no_verdict_without_a_figure_a_calculation_settles(text: str, figure: str, calls: list) -> None:
     """A fit decides for itself ("No: ... short"), so its result is not checked again."""
     assert checked(text, figure, calls) == ""
+
+
+def test_a_named_part_is_checked_against_that_part_only() -> None:
+    """ "the optimizer state is 112 GB" is wrong even though the total is 112 GB; a size in GB is no rate per
+    param, and a rate is checked as one."""
+    step = "optimizer state = 7B params × 12 bytes (fp32 master copy 4 + Adam momentum + variance 8) = 84 GB"
+    assert checked("for a 7b model with adam, is the optimizer state 112 GB?", STATES, [TRAINING_7B]).startswith(
+        f"**No**: {step}"
+    )
+    total = "so training a 7B params model with adam needs 112 GB, right?"
+    assert checked(total, STATES, [TRAINING_7B]) == f"**Yes**: {TOTAL_7B}."
+    rate = "so adam training takes 16 bytes per param for a 7B model, right?"
+    assert checked(rate, STATES, [TRAINING_7B]) == "**Yes**: total = 7B params × 16 bytes/param = 112 GB (≈104.3 GiB)."

@@ -37,6 +37,7 @@ FLOP_UNIT = re.compile(r"[kmgtpe]?flop", re.I)
 NEXT_WORD = re.compile(r"[ \u00a0]*([A-Za-z]+)")
 WORDS = re.compile(r"[A-Za-z]+")
 STEP = re.compile(r";\s+|(?<=[.)])\s+(?=[A-Z])")  # a worked calculation's steps: "weights = …; total = …"
+RATE = "_per_"  # a result per something: "bytes_per_param", "bytes_per_token"
 GB_ARGUMENT = "_gb"  # an argument in GB ("gpu_memory_gb"): 10^9 bytes each
 
 
@@ -66,7 +67,7 @@ def checked(text: str, figure: str, calls: Sequence[ToolCall]) -> str:
             stated = claim.quantity.mention.value
             if any(d == claim.dimension and abs(v - stated) <= claim.quantity.tolerance for d, v in arguments):
                 continue  # what the question computes with ("7B params"), not a claim
-            keys = [(key, value) for key, value in results if _dimension_of(key) == claim.dimension]
+            keys = [(k, v) for k, v in results if _dimension_of(k) == claim.dimension and _rate(text, claim, k)]
             if keys:
                 found.append(Checked.of(claim, keys, asked))
         if found:
@@ -76,8 +77,9 @@ def checked(text: str, figure: str, calls: Sequence[ToolCall]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Checked:
-    """A claim beside the result it is about: the result whose name the question writes, else the whole; and
-    whether the claim equals that one or the whole (at the precision it is written with)."""
+    """A claim beside the result it is about: the one whose name the question writes ("optimizer state … 84 GB"),
+    else the whole (the largest: "training a 7B model needs 14 GB" is about the total, not the weights); and whether
+    the claim equals it (at the precision it is written with)."""
 
     claim: Claim
     value: Fraction
@@ -87,9 +89,9 @@ class Checked:
     def of(cls, claim: Claim, keys: list[tuple[str, Fraction]], asked: frozenset[str]) -> Checked:
         stated, tolerance = claim.quantity.mention.value, claim.quantity.tolerance
         named = [value for key, value in keys if _key_words(key) & asked]
-        whole = max((value for _, value in keys), key=abs)
-        equal = [value for value in [*named, whole] if abs(value - stated) <= tolerance]
-        return cls(claim, equal[0] if equal else named[0] if len(named) == 1 else whole, bool(equal))
+        about = named or [max((value for _, value in keys), key=abs)]
+        equal = [value for value in about if abs(value - stated) <= tolerance]
+        return cls(claim, equal[0] if equal else about[0], bool(equal))
 
     @property
     def distance(self) -> float:
@@ -133,6 +135,16 @@ def _claim(text: str, quantity: Quantity) -> Claim | None:
     if word is None:
         return None
     return Claim(quantity, stems([word.group(1).lower()])[0], word.group(1))
+
+
+def _rate(text: str, claim: Claim, key: str) -> bool:
+    """True when a result and a claim are alike in being a rate or an amount: "bytes_per_param" is checked against
+    "16 bytes/param" or "16 bytes per param" (the key's own words after the figure), never against "112 GB"."""
+    _, per, denominator = key.lower().partition(RATE)
+    if not per:
+        return True
+    joined = rf"\s*(?:/|{per.strip('_')}\s)\s*{re.escape(denominator)}"  # "/param", " per param"
+    return re.match(joined, text[claim.quantity.end :], re.I) is not None
 
 
 def _results(call: ToolCall) -> Iterator[tuple[str, Fraction]]:
