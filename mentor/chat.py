@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from functools import partial
 from typing import Any
 
 from mentor.answer import Answer, ChatInput, Question, ToolCall, Turn
@@ -26,7 +27,7 @@ from mentor.catalog import Catalog
 from mentor.citations import ground
 from mentor.consult import Grounds, consult
 from mentor.conversations import ConversationStore
-from mentor.corpus import Module, Pointer
+from mentor.corpus import Module
 from mentor.engines.extractive import ExtractiveEngine
 from mentor.engines.llm import LLMEngine
 from mentor.errors import InvalidInput, NotReady
@@ -36,7 +37,6 @@ from mentor.privacy import pseudonym
 from mentor.record import AnsweredQuestion, SignalSink
 from mentor.respond import UNCHECKED, Responder, check
 from mentor.throttle import ASK, ASK_CLIENT, RateLimiter
-from mentor.understanding import Reading
 
 log = logging.getLogger(__name__)
 # Start-up runs one question through every stage (ChatService.warm); a calculation reaches the planner and tools.
@@ -176,15 +176,9 @@ class ChatService:
 
     def consult(self, message: str, history: tuple[Turn, ...], module_id: str, catalog: Catalog) -> Grounds:
         """Read the message once and find what its answer stands on (blocking: run in a worker thread)."""
-        return consult(
-            message,
-            history,
-            module_id=module_id,
-            reader=catalog.reader,
-            retriever=catalog.retriever,
-            top_k=self.top_k,
-            pointed=lambda vector: tuple(p.module_id for p in catalog.pointed(module_id, vector)),
-        )
+        reader, retriever, pointed = catalog.reader, catalog.retriever, partial(catalog.sent_to, module_id)
+        return consult(message, history, module_id=module_id, reader=reader, retriever=retriever, top_k=self.top_k,
+                       pointed=pointed)  # fmt: skip
 
     async def _remember(self, prepared: Prepared, turn: Turn) -> None:
         if prepared.input.history is None:  # a client-held conversation comes back whole with the next question
@@ -251,14 +245,6 @@ def asked(
         planted=catalog.planted,
         set_aside=grounds.set_aside,
         unmodelled=grounds.unmodelled,
-        pointers=pointers_of(catalog, module.id, grounds.reading),
+        pointers=catalog.pointers_for(module.id, grounds.reading),
         sent=grounds.sent,
     )
-
-
-def pointers_of(catalog: Catalog, module_id: str, reading: Reading) -> tuple[Pointer, ...]:
-    """The modules the module sends a learner to for what the question, or one of its parts, is about."""
-    if not reading.question:
-        return ()
-    vectors = [reading.vector, *(part.vector for part in reading.parts)]
-    return tuple(dict.fromkeys(p for vector in vectors for p in catalog.pointed(module_id, vector)))

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -179,26 +180,11 @@ class ExtractiveEngine:
             fresh = pool
         lacking = frozenset(t for word in question.lacking for t in profile.words(word))
         pointed = frozenset(sent_parts)
-        selection = select(
-            parts, vectors, fresh, profile, per_part=per_part, limit=limit, lacking=lacking, pointed=pointed
-        )
+        selection = unpointed(parts, vectors, fresh, profile, pointed, per_part=per_part, limit=limit, lacking=lacking)
         # A follow-up's options are the previous question's ("should it go over NVLink or across nodes?"): no table
         # row decides it.
-        choosing = reading.surely_part("choice") if reading is not None and not reading.continues else None
-        if choosing is not None:
-            # The options are weighed against the whole question: the learner's situation may be a part before the
-            # part that asks which ("many layers; cross-node scaling: pipeline or data parallel?").
-            whole = (parts[0], vectors[0]) if len(parts) == 1 else (Part.of(reading.question, profile), reading.vector)
-            option = choose(*whole, fresh, profile)
-            if option is not None:
-                # A decision names its option first, quoting the sentence that makes the case for it.
-                # The option's own sentence makes its case; other parts keep theirs.
-                others = (c for c in selection.chosen if c is not option.unit) if len(parts) > 1 else ()
-                chosen = [option.unit, *others][:limit]
-                ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
-                lead = f"**{option.label}** [{option.unit.passage.rank}]."
-                unanswered = [p for p in selection.unanswered if p.text != choosing.text]
-                selection = Selection(ordered, unanswered, lead)
+        if reading is not None and not reading.continues:
+            selection = decided(selection, reading, parts, vectors, fresh, profile, limit)
         if not selection.chosen and lacking and any(covers_more(p, lacking, profile) for p in parts):
             # A part naming a concept the module lacks is held to the strict floor: a sentence merely sharing its
             # words is no answer. When none clears it, the part's other topics the module does teach ("what is the
@@ -395,6 +381,49 @@ def _vectors_of(units: list[Unit], vectors: np.ndarray) -> UnitVectors:
 def _best(candidate: Candidate, parts: Sequence[Part], vectors: Sequence[np.ndarray], profile: ModuleProfile) -> float:
     """The best score `candidate` reaches for any part."""
     return max(score(candidate, p, v, profile) for p, v in zip(parts, vectors, strict=True))
+
+
+def unpointed(
+    parts: Sequence[Part],
+    vectors: Sequence[np.ndarray],
+    pool: Sequence[Candidate],
+    profile: ModuleProfile,
+    pointed: frozenset[str],
+    **kwargs: Any,
+) -> Selection:
+    """`select` for the parts not on a topic the module leaves to another module (`pointed`); those are left
+    unanswered for `sent_elsewhere`: a unit about their topic only mentions it ("Weight-only int4 … ideal for
+    memory-bound decode" under "why is decode memory-bound?")."""
+    kept = [i for i, part in enumerate(parts) if part.text not in pointed]
+    selection = select([parts[i] for i in kept], [vectors[i] for i in kept], pool, profile, **kwargs)
+    return replace(selection, unanswered=[*selection.unanswered, *(p for p in parts if p.text in pointed)])
+
+
+def decided(
+    selection: Selection,
+    reading: Reading,
+    parts: Sequence[Part],
+    vectors: Sequence[np.ndarray],
+    pool: Sequence[Candidate],
+    profile: ModuleProfile,
+    limit: int,
+) -> Selection:
+    """`selection` opening with the option a part surely asking for a choice should take, quoting the sentence that
+    makes the case for it; other parts keep theirs. The options are weighed against the whole question: the
+    learner's situation may be a part before the part that asks which ("many layers; cross-node scaling: pipeline
+    or data parallel?")."""
+    choosing = reading.surely_part("choice")
+    if choosing is None:
+        return selection
+    whole = (parts[0], vectors[0]) if len(parts) == 1 else (Part.of(reading.question, profile), reading.vector)
+    option = choose(*whole, pool, profile)
+    if option is None:
+        return selection
+    others = (c for c in selection.chosen if c is not option.unit) if len(parts) > 1 else ()
+    chosen = [option.unit, *others][:limit]
+    ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
+    lead = f"**{option.label}** [{option.unit.passage.rank}]."
+    return Selection(ordered, [p for p in selection.unanswered if p.text != choosing.text], lead)
 
 
 def sent_elsewhere(

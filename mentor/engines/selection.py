@@ -261,7 +261,6 @@ def select(
     floor: float = FLOOR,
     lacking: frozenset[str] = frozenset(),
     rule: tuple[Part, np.ndarray] | None = None,
-    pointed: frozenset[str] = frozenset(),
 ) -> Selection:
     """The units answering each part (at most `per_part` each, `limit` in all), and the parts left unanswered.
 
@@ -271,17 +270,11 @@ def select(
     the units clearing the floor for the question, each scores the mean of what it answers of the question and
     of the rule ("expected loss for 7B on 1T tokens?" -> "Chinchilla (2022): scale N and D together", not the
     one-liner sharing "tokens" and "param"); the rule never lifts a unit the question leaves below the floor.
-    A part on a topic the module leaves to another module (`pointed`: part texts) gets no unit here: where the
-    module sends the learner answers it, and a unit about its topic only mentions it ("Weight-only int4 … ideal for
-    memory-bound decode" under "why is decode memory-bound?").
     """
     by_key = {_key(c): c for c in pool}
     chosen: dict[tuple[str, int], Candidate] = {}
     unanswered: list[Part] = []
     for part, vector in zip(parts, part_vectors, strict=True):
-        if part.text in pointed:
-            unanswered.append(part)
-            continue
         part_floor = max(floor, STRICT) if lacking & set(part.words) else floor
         scores = {_key(c): score(c, part, vector, profile) for c in pool}
         leads = scores  # how a fragment's sentence is judged: as relevant as it is to the question
