@@ -37,6 +37,7 @@ FLOP_UNIT = re.compile(r"[kmgtpe]?flop", re.I)
 NEXT_WORD = re.compile(r"[ \u00a0]*([A-Za-z]+)")
 WORDS = re.compile(r"[A-Za-z]+")
 STEP = re.compile(r";\s+|(?<=[.)])\s+(?=[A-Z])")  # a worked calculation's steps: "weights = …; total = …"
+DECIDES = "verdict"  # the result key of a calculator that decides for itself (memory_fit, compare_allocations)
 RATE = "_per_"  # a result per something: "bytes_per_param", "bytes_per_token"
 GB_ARGUMENT = "_gb"  # an argument in GB ("gpu_memory_gb"): 10^9 bytes each
 
@@ -58,7 +59,7 @@ def checked(text: str, figure: str, calls: Sequence[ToolCall]) -> str:
     claims = [claim for q in quantities(text) if (claim := _claim(text, q)) is not None]
     asked = frozenset(stems([w.lower() for w in WORDS.findall(text)]))
     for call in calls:
-        if call.error is not None or not call.result or "verdict" in call.result:
+        if call.error is not None or not call.result or DECIDES in call.result:
             continue
         arguments = list(_arguments(call))
         results = list(_results(call))
