@@ -102,8 +102,9 @@ def consult(
             retrieval = _merged(first, covered, top_k)
         if set_aside:
             asked = " ".join(p.text for p, r in searched if r.in_scope)
-    sent_parts = tuple(p.text for p in reading.parts if pointed(p.vector))
-    sent_to = tuple(dict.fromkeys(m for p in reading.parts for m in pointed(p.vector)))
+    sent = [(p.text, pointed(p.vector)) for p in reading.parts]
+    sent_parts = tuple(text for text, modules in sent if modules)
+    sent_to = tuple(dict.fromkeys(m for _, modules in sent for m in modules))
     if sent_to:
         rows = [c for c in index.chunks if any(m in c.text for m in sent_to)]
         retrieval = with_chunks(retrieval, rows, module_id)

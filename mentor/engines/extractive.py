@@ -437,7 +437,10 @@ def sent_elsewhere(
     module's own line sending the learner there, the one naming that module nearest the part ("In-app — … Inference
     & serving, for why decode is memory-bound", not "Prerequisites: Inference & serving"), and by the sentence
     naming where the module points (`mentor.framing.with_pointers`)."""
-    naming = [c for c in pool if any(m in c.unit.text for m in sent_to) and c not in selection.chosen]
+    taken = {(c.passage.chunk_id, c.unit.index) for c in selection.chosen}
+    naming = [
+        c for c in pool if any(m in c.unit.text for m in sent_to) and (c.passage.chunk_id, c.unit.index) not in taken
+    ]
     rows = [max(naming, key=lambda c: max(score(c, p, v, profile) for p, v in sent))] if naming else []
     pointed = {part.text for part, _ in sent}
     chosen = [*selection.chosen, *rows]
