@@ -78,6 +78,8 @@ _WORD_SCALES = {**SCALE_WORDS, "quadrillion": 15}
 _SUFFIX_SCALES = {s: SCALE_SUFFIXES[s.lower()] for s in ("k", "K", "M", "mn", "B", "b", "bn", "Bn", "T", "tn")}
 _PREFIX_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5, "e": 6}
 _MAX_EXPONENT = 400  # "1e999999999" is not worth building an integer for
+_PERCENT = ("%", "percent", "per cent")
+BYTES, FLOPS, PERCENT = "bytes", "flops", "percent"  # what a number's unit measures (`Quantity.dimension`)
 _ZERO = Fraction(0)
 _ONE = Fraction(1)
 
@@ -100,7 +102,7 @@ class _Number:
     written: Fraction  # the value without its unit scale: 84 for "84 GB", 37.5 for "37.5%"
     has_unit: bool
     pieces: tuple[Fraction, ...] = ()  # numerator and denominator of a ratio
-    unit: str = ""  # the unit or suffix as written: "GB", "B", "FLOPs"
+    dimension: str = ""  # what its unit measures: BYTES, FLOPS, PERCENT, or "" (`_dimension`)
     end: int = 0  # where it ends in the text read
 
 
@@ -112,6 +114,19 @@ def _power_of_ten(exponent: int) -> Fraction:
     return Fraction(10**exponent) if exponent >= 0 else Fraction(1, 10**-exponent)
 
 
+def _dimension(unit: str | None) -> str:
+    """What a unit measures, read as `_unit_scale` reads it: BYTES ("GB", "GiB", "bytes"), FLOPS ("FLOPs"), PERCENT,
+    or "" (a count, a scale word, a rate per second: "GB/s")."""
+    word = (unit or "").lower()
+    if not word or word.endswith("/s") or word in _WORD_SCALES:
+        return ""
+    if word in _PERCENT:
+        return PERCENT
+    if "flop" in word:
+        return FLOPS
+    return BYTES
+
+
 @lru_cache(maxsize=256)
 def _unit_scale(unit: str | None, suffix: str | None) -> Fraction:
     """Return the base-unit multiplier of a unit or suffix: GB 1e9, GiB 2^30, % 1/100, B (params) 1e9."""
@@ -120,7 +135,7 @@ def _unit_scale(unit: str | None, suffix: str | None) -> Fraction:
     if not unit:
         return _ONE
     word = unit.lower()
-    if word in ("%", "percent", "per cent"):
+    if word in _PERCENT:
         return Fraction(1, 100)
     if word in _WORD_SCALES:
         return _power_of_ten(_WORD_SCALES[word])
@@ -178,9 +193,10 @@ def _scan(text: str) -> list[_Number]:
         exact = match["power"] is not None
         tolerance = _ZERO if exact else _power_of_ten(exponent - decimals) * scale / 2
         value = plain * scale if scale != 1 else plain
-        unit = match["unit"] or match["suffix"] or ""
         mention = NumberMention(written, value, decimals)
-        numbers.append(_Number(mention, tolerance, plain, scale != 1, unit=unit, end=match.end()))
+        numbers.append(
+            _Number(mention, tolerance, plain, scale != 1, dimension=_dimension(match["unit"]), end=match.end())
+        )
     return numbers
 
 
@@ -197,17 +213,17 @@ def extract_numbers(text: str) -> list[NumberMention]:
 @dataclass(frozen=True, slots=True)
 class Quantity:
     """A number as written with what it stands for: its value in base units, the rounding its written precision
-    allows (half a unit in its last place, in base units), its unit or suffix, and where it ends in the text."""
+    allows (half a unit in its last place, in base units), what its unit measures, and where it ends in the text."""
 
     mention: NumberMention
     tolerance: Fraction
-    unit: str
+    dimension: str
     end: int
 
 
 def quantities(text: str) -> list[Quantity]:
-    """The numbers of `text` (as `extract_numbers` finds them), each with its precision, unit and place."""
-    return [Quantity(n.mention, n.tolerance, n.unit, n.end) for n in _scan(text) if not n.pieces]
+    """The numbers of `text` (as `extract_numbers` finds them), each with its precision, dimension and place."""
+    return [Quantity(n.mention, n.tolerance, n.dimension, n.end) for n in _scan(text) if not n.pieces]
 
 
 def _to_float(value: Fraction) -> float:

@@ -26,17 +26,15 @@ from fractions import Fraction
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from mentor.answer import ToolCall
-from mentor.grounding import Quantity, quantities
+from mentor.grounding import BYTES, FLOPS, PERCENT, Quantity, quantities
+from mentor.text import split_sentences
 from mentor.text.tokens import stems
 from mentor.tools import units
 from mentor.understanding.reading import STATES, SUFFICES
 
-BYTES, FLOPS = "bytes", "flops"
-BYTE_UNIT = re.compile(r"[kmgtpe]i?b|bytes?", re.I)  # "GB", "GiB", "TB", "bytes" ("B" alone is a count: "7B")
-FLOP_UNIT = re.compile(r"[kmgtpe]?flop", re.I)
 NEXT_WORD = re.compile(r"[ \u00a0]*([A-Za-z]+)")
 WORDS = re.compile(r"[A-Za-z]+")
-STEP = re.compile(r";\s+|(?<=[.)])\s+(?=[A-Z])")  # a worked calculation's steps: "weights = …; total = …"
+STEP = "; "  # between a worked calculation's steps, inside a sentence: "weights = …; total = …"
 DECIDES = "verdict"  # the result key of a calculator that decides for itself (memory_fit, compare_allocations)
 RATE = "_per_"  # a result per something: "bytes_per_param", "bytes_per_token"
 GB_ARGUMENT = "_gb"  # an argument in GB ("gpu_memory_gb"): 10^9 bytes each
@@ -117,21 +115,19 @@ def _verdict(found: Sequence[Checked], figure: str, explanation: str) -> str:
 def _step(explanation: str, chosen: Checked) -> str:
     """The step of the worked calculation that ends in the figure ("total = 7B params × 16 bytes/param = 112 GB
     (≈104.3 GiB)"): the verdict restates the calculator, as the grounding check reads it; without one, the figure."""
-    for step in STEP.split(explanation):
+    for step in (step for sentence in split_sentences(explanation) for step in sentence.split(STEP)):
         if any(abs(q.mention.value - chosen.value) <= q.tolerance for q in quantities(step)):
             return step.strip().rstrip(".")
     return f"the calculation gives {_shown(chosen.value, chosen.claim)}"
 
 
 def _claim(text: str, quantity: Quantity) -> Claim | None:
-    """The figure's dimension: its unit's, or the word written right after it; None for one without either."""
-    unit = quantity.unit
-    if unit and BYTE_UNIT.fullmatch(unit):
-        return Claim(quantity, BYTES)
-    if unit and FLOP_UNIT.match(unit):
-        return Claim(quantity, FLOPS)
-    if unit == "%":
+    """The figure's dimension: its unit's (as the grounding check reads units), or the word written right after it;
+    None for a percentage or a figure without either."""
+    if quantity.dimension == PERCENT:
         return None
+    if quantity.dimension:
+        return Claim(quantity, quantity.dimension)
     word = NEXT_WORD.match(text, quantity.end)
     if word is None:
         return None
@@ -144,8 +140,10 @@ def _rate(text: str, claim: Claim, key: str) -> bool:
     _, per, denominator = key.lower().partition(RATE)
     if not per:
         return True
-    joined = rf"\s*(?:/|{per.strip('_')}\s)\s*{re.escape(denominator)}"  # "/param", " per param"
-    return re.match(joined, text[claim.quantity.end :], re.I) is not None
+    after = text[claim.quantity.end :]
+    words = [w.lower() for w in WORDS.findall(after)[:2]]
+    joined = after.lstrip().startswith("/") or words[:1] == [per.strip("_")]  # "/param", " per param"
+    return joined and stems([denominator])[0] in stems(words)
 
 
 def _results(call: ToolCall) -> Iterator[tuple[str, Fraction]]:
