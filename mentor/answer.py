@@ -99,9 +99,9 @@ class Question:
     # rule is quoted and the concept named, no figure computed.
     unmodelled: tuple[str, ...] = ()
     pointers: tuple[Pointer, ...] = ()  # the other modules the module sends a learner to for what was asked
-    # The parts (as read) on a topic the module leaves to another module, and those modules' ids: where the module
-    # sends the learner answers them (`mentor.consult.Grounds.sent`).
-    sent: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    # The parts (as read) on a topic the module leaves to another module: where it sends the learner (`pointers`)
+    # answers them (`mentor.consult.Grounds.sent`).
+    sent: tuple[str, ...] = ()
 
     @property
     def lacking(self) -> tuple[str, ...]:

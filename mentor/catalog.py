@@ -36,7 +36,7 @@ from mentor.safety import module_urls
 from mentor.scope import ScopeExamples
 from mentor.settings import Settings
 from mentor.text import split_units
-from mentor.understanding import Decisions, Reader, Reading
+from mentor.understanding import Decisions, Reader
 
 log = logging.getLogger(__name__)
 # A question this close to the topic a module sends learners elsewhere for is told where to go: the golden dev
@@ -61,17 +61,6 @@ class Catalog:
     def pointed(self, module_id: str, vector: np.ndarray) -> tuple[Pointer, ...]:
         """The pointers of a module whose topic a question (its vector) is about (`POINTER_FLOOR`)."""
         return tuple(p for p, topic in self.pointers.get(module_id, ()) if float(vector @ topic) >= POINTER_FLOOR)
-
-    def sent_to(self, module_id: str, vector: np.ndarray) -> tuple[str, ...]:
-        """The ids of the modules a module sends a learner to for the topic of a question or part (its vector)."""
-        return tuple(p.module_id for p in self.pointed(module_id, vector))
-
-    def pointers_for(self, module_id: str, reading: Reading) -> tuple[Pointer, ...]:
-        """The pointers for what a question, or one of its parts, is about (none for a message asking nothing)."""
-        if not reading.question:
-            return ()
-        vectors = [reading.vector, *(part.vector for part in reading.parts)]
-        return tuple(dict.fromkeys(p for vector in vectors for p in self.pointed(module_id, vector)))
 
     @property
     def stamp(self) -> str:

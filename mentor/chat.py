@@ -176,7 +176,7 @@ class ChatService:
 
     def consult(self, message: str, history: tuple[Turn, ...], module_id: str, catalog: Catalog) -> Grounds:
         """Read the message once and find what its answer stands on (blocking: run in a worker thread)."""
-        reader, retriever, pointed = catalog.reader, catalog.retriever, partial(catalog.sent_to, module_id)
+        reader, retriever, pointed = catalog.reader, catalog.retriever, partial(catalog.pointed, module_id)
         return consult(message, history, module_id=module_id, reader=reader, retriever=retriever, top_k=self.top_k,
                        pointed=pointed)  # fmt: skip
 
@@ -245,6 +245,6 @@ def asked(
         planted=catalog.planted,
         set_aside=grounds.set_aside,
         unmodelled=grounds.unmodelled,
-        pointers=catalog.pointers_for(module.id, grounds.reading),
+        pointers=grounds.pointers,
         sent=grounds.sent,
     )

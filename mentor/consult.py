@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from mentor.answer import Turn
-from mentor.corpus import Chunk
+from mentor.corpus import Chunk, Pointer
 from mentor.engines.planner import PlannedCall, plan_tools
 from mentor.privacy import Scrubber, without_placeholders
 from mentor.retrieve import MAX_QUERY_CHARS, Passage, Retrieval, Retriever
@@ -47,8 +47,10 @@ class Grounds:
     said: str = ""  # the message with personal details replaced ("[EMAIL]", "[NAME]", ...)
     # The earlier turns, details replaced the same way, each question as read (`Turn.asked`: its orders left out).
     history: tuple[Turn, ...] = ()
-    # The parts (as read) on a topic the module leaves to another module, and those modules' ids.
-    sent: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    # Where the module sends a learner for what the question, or one of its parts, is about (its front matter's
+    # pointers), and the parts (as read) on such a topic.
+    pointers: tuple[Pointer, ...] = ()
+    sent: tuple[str, ...] = ()
 
     @property
     def question(self) -> str:
@@ -62,7 +64,7 @@ class Grounds:
         reading = self.reading
         about = reading.about_module and any(reading.surely(k) for k in ABOUT_MODULE) and not reading.lacking
         asks_calculation = bool(self.plan or self.unmodelled)
-        sent = bool(self.sent[0])  # the module says where its topic is taught: that much it answers
+        sent = bool(self.sent)  # the module says where its topic is taught: that much it answers
         return bool(reading.question) and (self.retrieval.in_scope or asks_calculation or about or sent)
 
 
@@ -74,13 +76,13 @@ def consult(
     reader: Reader,
     retriever: Retriever,
     top_k: int,
-    pointed: Callable[[np.ndarray], tuple[str, ...]] = lambda vector: (),
+    pointed: Callable[[np.ndarray], tuple[Pointer, ...]] = lambda vector: (),
 ) -> Grounds:
     """Read `message` after its conversation, search the module for it, and plan its calculators (blocking).
 
-    `pointed` gives the modules this one sends a learner to for the topic of a vector (its front matter's
-    pointers): a part on such a topic is answered by where the module sends it, and the passage whose row names
-    that module (its reading list) joins the passages."""
+    `pointed` gives where this module sends a learner for the topic of a vector (its front matter's pointers): a
+    part on such a topic is answered by where the module sends it, and the passage whose row names that module (its
+    reading list) joins the passages."""
     index = retriever.modules[module_id]
     said, history = scrubbed(message, history)
     history = tuple(_read(turn, reader, index.words) for turn in history)
@@ -102,12 +104,13 @@ def consult(
             retrieval = _merged(first, covered, top_k)
         if set_aside:
             asked = " ".join(p.text for p, r in searched if r.in_scope)
-    sent = [(p.text, pointed(p.vector)) for p in reading.parts]
-    sent_parts = tuple(text for text, modules in sent if modules)
-    sent_to = tuple(dict.fromkeys(m for _, modules in sent for m in modules))
-    if sent_to:
-        rows = [c for c in index.chunks if any(m in c.text for m in sent_to)]
-        retrieval = with_chunks(retrieval, rows, module_id)
+    by_part = [(p.text, pointed(p.vector)) for p in reading.parts]
+    sent = tuple(text for text, found in by_part if found)
+    if sent:
+        modules = {p.module_id for _, found in by_part for p in found}
+        retrieval = with_chunks(retrieval, [c for c in index.chunks if any(m in c.text for m in modules)], module_id)
+    whole = pointed(reading.vector) if reading.question else ()
+    pointers = tuple(dict.fromkeys([*whole, *(p for _, found in by_part for p in found)]))
     # Only a question that continues the conversation borrows its numbers ("and for 70B?"); a new one does not
     # ("who won the World Cup in 2014?" after a calculation is no calculation).
     earlier = tuple(turn.asked or turn.question for turn in history) if reading.continues else ()
@@ -118,7 +121,7 @@ def consult(
     unmodelled_concepts = [c for c in reading.lacking if not any(calc.models(c) for calc in CALCULATORS)]
     modelled = [] if unmodelled_concepts else plan
     unmodelled = tuple(dict.fromkeys(call.name for call in plan)) if unmodelled_concepts else ()
-    return Grounds(reading, retrieval, modelled, set_aside, asked, unmodelled, said, history, (sent_parts, sent_to))
+    return Grounds(reading, retrieval, modelled, set_aside, asked, unmodelled, said, history, pointers, sent)
 
 
 def scrubbed(message: str, history: tuple[Turn, ...]) -> tuple[str, tuple[Turn, ...]]:

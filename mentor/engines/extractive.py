@@ -141,7 +141,7 @@ class ExtractiveEngine:
             return Selection([], []), []
         profile, reading = question.profile, question.reading
         about = reading is not None and (reading.surely("sources") or reading.surely("overview"))
-        sent_parts, sent_to = question.sent
+        sent_to = tuple(p.module_id for p in question.pointers) if question.sent else ()
         pool = candidates(
             question.passages, self._units_of, profile, allow_boilerplate=about, planted=question.planted,
             pointing=sent_to,
@@ -179,7 +179,7 @@ class ExtractiveEngine:
             # better, so the best sentence is quoted again rather than a lookalike.
             fresh = pool
         lacking = frozenset(t for word in question.lacking for t in profile.words(word))
-        pointed = frozenset(sent_parts)
+        pointed = frozenset(question.sent)
         selection = unpointed(parts, vectors, fresh, profile, pointed, per_part=per_part, limit=limit, lacking=lacking)
         # A follow-up's options are the previous question's ("should it go over NVLink or across nodes?"): no table
         # row decides it.
