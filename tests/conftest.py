@@ -16,6 +16,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "corpus"
+INDEXES = ROOT / "tests/data/corpus_indexes"  # a second module with another table, pointers and names
+INDEXES_ID = "T01.databases.03"
 MODULE_ID = "P10.llm-systems-frontier.02"
 # Every rate limit out of the way: many tests ask, search and fail tokens from one client address within a minute
 # (the limits have their own tests, tests/test_throttle.py).
@@ -68,6 +70,15 @@ def runtime(tmp_path_factory, embedder):
     from mentor.runtime import build_runtime
 
     settings = make_settings(tmp_path_factory.mktemp("runtime"), **UNLIMITED)
+    return build_runtime(settings, embedder=embedder)
+
+
+@pytest.fixture(scope="session")
+def indexes(tmp_path_factory, embedder):
+    """A runtime over the second test module (`INDEXES`), every rate limit out of the way, built once."""
+    from mentor.runtime import build_runtime
+
+    settings = make_settings(tmp_path_factory.mktemp("indexes"), corpus_dir=INDEXES, **UNLIMITED)
     return build_runtime(settings, embedder=embedder)
 
 

@@ -9,21 +9,13 @@ import asyncio
 import pytest
 
 from mentor.answer import ChatInput
-from mentor.runtime import build_runtime
 
-from .conftest import MODULE_ID, ROOT, make_settings
-
-INDEXES = ROOT / "tests/data/corpus_indexes"
+from .conftest import INDEXES_ID, MODULE_ID
 
 
 def ask(runtime, message: str, module_id: str) -> str:
     answered = asyncio.run(runtime.chat.ask(ChatInput(message=message, module_id=module_id)))
     return answered.answer.text
-
-
-@pytest.fixture(scope="module")
-def indexes(tmp_path_factory, embedder):
-    return build_runtime(make_settings(tmp_path_factory.mktemp("indexes"), corpus_dir=INDEXES), embedder=embedder)
 
 
 @pytest.mark.parametrize(
@@ -75,7 +67,7 @@ def test_a_sentence_about_both_options_names_neither(runtime) -> None:
     ],
 )
 def test_a_second_module_with_another_table_decides_the_same_way(indexes, message: str, option: str) -> None:
-    answer = ask(indexes, message, "T01.databases.03")
+    answer = ask(indexes, message, INDEXES_ID)
     assert answer.startswith(f"**{option}** ["), answer
 
 
@@ -86,7 +78,7 @@ def test_a_question_for_another_module_is_told_where_to_go(runtime, indexes) -> 
     )
     assert ask(runtime, "where in the app do i learn why decode is memory bound?", MODULE_ID).endswith(pointed)
     assert pointed not in ask(runtime, "what does ZeRO stage 2 shard?", MODULE_ID)
-    elsewhere = ask(indexes, "how do isolation levels and locks affect concurrent writes?", "T01.databases.03")
+    elsewhere = ask(indexes, "how do isolation levels and locks affect concurrent writes?", INDEXES_ID)
     assert "the module points to *Transactions and isolation* (T01.databases.04)." in elsewhere
 
 

@@ -18,9 +18,8 @@ import pytest
 
 from mentor.answer import ChatInput
 
-from .conftest import CORPUS, MODULE_ID, ROOT
+from .conftest import CORPUS, INDEXES, INDEXES_ID, MODULE_ID
 
-INDEXES = ROOT / "tests/data/corpus_indexes"
 TEMPLATES = ("{situation}: {a} or {b}?", "{a} vs {b}, which one? {situation}")
 ROW = re.compile(r"^\|(?P<cells>.+)\|\s*$")
 NAME = re.compile(r"^(?P<name>\S*[A-Z]\S*[A-Z]\S*)\s+(?P<rest>.+?)\.?$")  # a name with two capitals: "ZeRO", "BRIN"
@@ -66,18 +65,12 @@ def cases(path: Path, module_id: str) -> list[tuple[str, str, str]]:
     return made
 
 
-ALL = cases(CORPUS / "p10-llm-systems-frontier-02.md", MODULE_ID) + cases(INDEXES / "db-indexes.md", "T01.databases.03")
+ALL = cases(CORPUS / "p10-llm-systems-frontier-02.md", MODULE_ID) + cases(INDEXES / "db-indexes.md", INDEXES_ID)
 
 
 @pytest.fixture(scope="module")
-def runtimes(runtime, tmp_path_factory, embedder):
-    from mentor.runtime import build_runtime
-
-    from .conftest import UNLIMITED, make_settings
-
-    settings = make_settings(tmp_path_factory.mktemp("indexes"), corpus_dir=INDEXES, **UNLIMITED)  # 64 questions
-    indexes = build_runtime(settings, embedder=embedder)
-    return {MODULE_ID: runtime, "T01.databases.03": indexes}
+def runtimes(runtime, indexes):
+    return {MODULE_ID: runtime, INDEXES_ID: indexes}
 
 
 def test_the_cases_come_from_both_modules() -> None:

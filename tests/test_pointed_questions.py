@@ -18,9 +18,8 @@ import pytest
 from mentor.answer import ChatInput
 from mentor.corpus import load_corpus
 
-from .conftest import CORPUS, ROOT, UNLIMITED, make_settings
+from .conftest import CORPUS, INDEXES
 
-INDEXES = ROOT / "tests/data/corpus_indexes"
 TEMPLATES = (
     "{topic}?",
     "can you explain {topic}?",
@@ -41,11 +40,8 @@ def cases() -> list[tuple[str, str, str]]:
 
 
 @pytest.fixture(scope="module")
-def runtimes(runtime, tmp_path_factory, embedder):
-    from mentor.runtime import build_runtime
-
-    settings = make_settings(tmp_path_factory.mktemp("indexes"), corpus_dir=INDEXES, **UNLIMITED)
-    return {str(CORPUS): runtime, str(INDEXES): build_runtime(settings, embedder=embedder)}
+def runtimes(runtime, indexes):
+    return {str(CORPUS): runtime, str(INDEXES): indexes}
 
 
 @pytest.mark.parametrize(("corpus", "module_id", "question"), cases())

@@ -18,9 +18,8 @@ import pytest
 from mentor.answer import ChatInput
 from mentor.text import split_units
 
-from .conftest import MODULE_ID, ROOT, UNLIMITED, make_settings
+from .conftest import INDEXES_ID, MODULE_ID
 
-INDEXES = ROOT / "tests/data/corpus_indexes"
 TEMPLATES = (
     "what's the difference between {a} and {b}?",
     "{a} vs {b}?",
@@ -60,13 +59,9 @@ def pairs(runtime, module_id: str) -> list[tuple[str, str, str]]:
 
 
 @pytest.fixture(scope="module")
-def cases(runtime, tmp_path_factory, embedder):
-    from mentor.runtime import build_runtime
-
-    settings = make_settings(tmp_path_factory.mktemp("indexes"), corpus_dir=INDEXES, **UNLIMITED)
-    indexes = build_runtime(settings, embedder=embedder)
+def cases(runtime, indexes):
     return [(runtime, MODULE_ID, *case) for case in pairs(runtime, MODULE_ID)] + [
-        (indexes, "T01.databases.03", *case) for case in pairs(indexes, "T01.databases.03")
+        (indexes, INDEXES_ID, *case) for case in pairs(indexes, INDEXES_ID)
     ]
 
 
