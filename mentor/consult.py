@@ -15,6 +15,7 @@ about the module itself, its opening; any other leaves both out (they share ever
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -26,6 +27,7 @@ from mentor.engines.planner import PlannedCall, plan_tools
 from mentor.privacy import Scrubber, without_placeholders
 from mentor.retrieve import MAX_QUERY_CHARS, Passage, Retrieval, Retriever
 from mentor.text.profile import describes_module
+from mentor.text.tokens import tokenize
 from mentor.tools.registry import CALCULATORS
 from mentor.understanding import Reader, Reading
 from mentor.understanding.words import ModuleWords
@@ -104,6 +106,8 @@ def consult(
             retrieval = _merged(first, covered, top_k)
         if set_aside:
             asked = " ".join(p.text for p, r in searched if r.in_scope)
+    if reading.question and reading.lacking and not retrieval.in_scope:
+        retrieval = _beside_a_subject(retriever, reading, module_id, top_k) or retrieval
     by_part = [(p.text, pointed(p.vector)) for p in reading.parts]
     sent = tuple(text for text, found in by_part if found)
     if sent:
@@ -163,6 +167,31 @@ def _search(retriever: Retriever, query: str, reading: Reading, module_id: str, 
         return with_chunks(retrieval, [c for c in index.chunks if describes_module(c)], module_id)
     retrieval = without_boilerplate(retrieval)
     return replace(retrieval, passages=retrieval.passages[:top_k])
+
+
+def _beside_a_subject(retriever: Retriever, reading: Reading, module_id: str, top_k: int) -> Retrieval | None:
+    """The passages for a question setting a concept the module lacks beside a subject it teaches, by name ("is
+    qlora basically a form of tensor parallel?"): partly covered, searched without that concept. None when it names
+    no subject: a question about the concept alone ("how much activation memory does gradient checkpointing save?")
+    stays out of scope."""
+    index = retriever.modules[module_id]
+    lacking = {t for concept in reading.lacking for t in tokenize(concept)}
+    terms = set(tokenize(reading.question)) - lacking
+    names = [set(tokenize(s)) for s in index.profile.subjects]
+    named = [
+        subject
+        for subject, name in zip(index.profile.subjects, names, strict=True)
+        if name and name <= terms and (index.words.names_something(subject) or name <= index.profile.names)
+    ]
+    if not named:
+        return None
+    rest = reading.question
+    for concept in reading.lacking:
+        rest = re.sub(re.escape(concept), " ", rest, flags=re.IGNORECASE)
+    found = without_boilerplate(
+        retriever.search(" ".join(rest.split()) or reading.question, module_id, top_k + BOILERPLATE_SLACK)
+    )
+    return replace(found, passages=found.passages[:top_k], in_scope=True)
 
 
 def _merged(first: Retrieval, parts: list[Retrieval], top_k: int) -> Retrieval:

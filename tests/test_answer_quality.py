@@ -289,6 +289,13 @@ def test_the_profile_knows_the_names_the_module_always_capitalises(profile) -> N
     assert not {"loss", "scale", "train", "deploy"} & profile.names  # lower case elsewhere, or only opening a line
 
 
+def test_the_profile_knows_the_subjects_the_module_names_in_its_rows_and_titles(profile) -> None:
+    assert {"Tensor parallel", "TP", "Sequence", "context", "ZeRO", "Scaling laws", "Quantization"} <= set(
+        profile.subjects
+    )
+    assert not {"1", "q16", "Training at scale", "Go further", "Reference", "In-app"} & set(profile.subjects)
+
+
 def test_a_decision_states_its_verdict_first(runtime) -> None:
     for question, verdict in [
         ("will Adam training of a 6B model fit on one 48 GB card?", "no"),

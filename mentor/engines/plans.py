@@ -16,13 +16,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from mentor.engines.selection import FLOOR, LEXICAL_WEIGHT, NAME_UNITS, Candidate, Part, read, score
-from mentor.text.profile import ModuleProfile
+from mentor.text.profile import ASIDE, ModuleProfile
 from mentor.text.records import Record, record_of
 from mentor.text.tokens import tokenize
 
 WORD = re.compile(r"\w[\w-]*\w|\w")  # a word as written, hyphens inside: "bf16", "ZeRO", "weight-only"
 ROW_CELLS = 2  # a record with this many attributes describes its option (what it is, when to use it)
-ASIDE = re.compile(r"\(([^()]*)\)")  # a row head's abbreviation: "Tensor parallel (TP)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,9 @@
   names of things it says apart, so a question naming two of them wants a sentence about each.
 - `opening`, `audience`: the opening's units, and those naming a prerequisite module (its front matter's ids):
   what a question about the module itself is answered with.
+- `subjects`: what the module teaches, by the names it gives them: its table rows' heads ("Tensor parallel (TP)":
+  "Tensor parallel", "TP"; "Sequence / context": each) and its section titles' parts ("1 — Parallelism strategies &
+  ZeRO (q16)": "Parallelism strategies", "ZeRO"), as written.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from mentor.text.records import record_of
 from mentor.text.sentences import split_sentences
 from mentor.text.tokens import stems, tokenize
 from mentor.text.units import split_units
@@ -31,6 +35,10 @@ from mentor.text.units import split_units
 SOURCES_TITLE = re.compile(r"\b(go further|further reading|reading list|resources|bibliography|sources)\b", re.I)
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 RESTATEMENT = 0.6  # share of words a sentence must share with an opening sentence to count as its restatement
+ASIDE = re.compile(r"\(([^()]*)\)")  # a name's abbreviation or a title's note: "Tensor parallel (TP)", "(q16)"
+# Where a title or a row head names several things: "1 — Parallelism strategies & ZeRO", "Scaling laws: Kaplan vs
+# Chinchilla", "Sequence / context"; a hyphen joins words ("Mixed-precision training"), so it never cuts.
+TITLE_PARTS = re.compile(r"[:&/—–]")
 
 
 class Piece(Protocol):
@@ -52,6 +60,7 @@ class ModuleProfile:
     names: frozenset[str] = frozenset()
     opening: tuple[str, ...] = ()  # the opening's units in reading order: the first says what the module covers
     audience: frozenset[str] = frozenset()  # the opening's units naming a prerequisite: whom it is for
+    subjects: tuple[str, ...] = ()  # what it teaches, as its rows and titles name it
 
     def words(self, text: str) -> list[str]:
         """A question's terms, in order ("stage", "2" kept): read already (`mentor.understanding`), so spelt as the
@@ -82,12 +91,26 @@ class ModuleProfile:
         opening_units = [text for chunk, text in units if chunk.position == 0]
         audience = frozenset(text for text in opening_units if any(p in text for p in prerequisites))
         names = _names(text for _, text in units)
-        return cls(weights, dict(frequency), frozenset(boilerplate), sources, names, tuple(opening_units), audience)
+        subjects = _subjects([c for c in chunks if not describes_module(c)])
+        return cls(
+            weights, dict(frequency), frozenset(boilerplate), sources, names, tuple(opening_units), audience, subjects
+        )
 
 
 def describes_module(piece: Piece) -> bool:
     """True for the module's opening and its reading list: they describe the module rather than teach it."""
     return piece.position == 0 or bool(SOURCES_TITLE.search(piece.section_title))
+
+
+def _subjects(chunks: Sequence[Piece]) -> tuple[str, ...]:
+    """The names of what `chunks` teach: each table row's head with its abbreviation ("Tensor parallel (TP)") and
+    each section title without its note ("(q16)"), cut at alternatives ("Sequence / context") and separators;
+    without numbers alone ("1 — ...")."""
+    heads = [record.head for chunk in chunks for unit in split_units(chunk.text) if (record := record_of(unit.text))]
+    titles = dict.fromkeys(chunk.section_title for chunk in chunks)
+    names = [*(a for head in heads for a in ASIDE.findall(head)), *(ASIDE.sub(" ", n) for n in [*heads, *titles])]
+    found = dict.fromkeys(part.strip() for name in names for part in TITLE_PARTS.split(name) if WORD.search(part))
+    return tuple(found)
 
 
 def _names(texts: Iterable[str]) -> frozenset[str]:
