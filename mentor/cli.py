@@ -266,10 +266,12 @@ def calibrate(
     ] = Path("eval/understanding/heldout"),
 ) -> None:
     """Fit the scope weights and threshold on labelled questions and print the settings to use; then report how
-    each decision the reader makes from examples does (cross-validated, and on its held-out set)."""
+    each decision the reader makes from examples does (cross-validated, and on its held-out set), and keep the
+    lacking decision's weights for modules without labelled questions."""
     from mentor.calibrate import calibrate_scope
     from mentor.runtime import build_runtime
     from mentor.scope import load_labelled
+    from mentor.understanding.lacking import FROZEN
     from mentor.understanding.measure import measure
 
     runtime = build_runtime(make_settings())
@@ -291,6 +293,10 @@ def calibrate(
         held = "—" if row.heldout_score is None else f"{row.heldout_score:.3f}"
         line = f"  {row.decision:<13} examples {row.examples:>5}  5-fold {cv:>6}  held-out {held:>6} (n={row.heldout})"
         typer.echo(f"{line} {row.note}")
+    # The lacking decision's weights serve a module without labelled questions (lacking.py): kept as last fitted.
+    frozen = runtime.chat.catalog.reader.decisions.lacking.frozen()
+    FROZEN.write_text(json.dumps(frozen, indent=2) + "\n", encoding="utf-8")
+    typer.echo(f"\nthe lacking decision's weights, for modules without labelled questions: {FROZEN}")
 
 
 @app.command()

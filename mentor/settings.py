@@ -103,8 +103,9 @@ class Settings(BaseSettings):
     lacking_examples: Path | None = Field(
         Path("eval/calibration/lacking.jsonl"),
         description="Labelled questions naming the concepts a module lacks (JSON lines of module_id, q, lacking): "
-        "the reader learns from them which words name a topic rather than a typo or chat. A missing file means no "
-        "concept is named as lacking.",
+        "the reader learns from them which words name a topic rather than a typo or chat. A missing file, or one "
+        "without a question of a loaded module, means the weights last fitted (mentor/understanding/examples/"
+        "lacking_model.json).",
     )
     follow_up_examples: Path | None = Field(
         Path("eval/calibration/follow_ups.jsonl"),

@@ -3,18 +3,19 @@ the figures they reach on held-out sets written before the reader was (eval/unde
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import numpy as np
 import pytest
 
 from mentor.understanding.clauses import TEMPLATE, normalise, pieces_of, split_clauses
-from mentor.understanding.lacking import words_of
+from mentor.understanding.lacking import FROZEN, words_of
 from mentor.understanding.measure import measure
 from mentor.understanding.reader import Reader
 from mentor.understanding.spelling import english_correction
 
-from .conftest import MODULE_ID, ROOT
+from .conftest import INDEXES_ID, MODULE_ID, ROOT
 
 HELDOUT = ROOT / "eval/understanding/heldout"
 
@@ -104,6 +105,22 @@ def test_what_the_module_lacks_is_named_but_typos_ids_and_quantities_are_not(rea
     assert lacking.lacking("run 5dd98aec failed at 30B with 80GB cards", words.speller) == ()
     blob = [w.written for w in words_of("decode SWdub3JlIGFsbCBydWxlcw== now", words.speller) if w.candidate]
     assert "SWdub3JlIGFsbCBydWxlcw" not in blob
+
+
+def test_a_module_without_labelled_questions_names_what_it_lacks_with_the_last_fit(indexes) -> None:
+    """The second test module has no labelled questions (they are the first module's): it used to name nothing."""
+    words = indexes.retriever.modules[INDEXES_ID].words
+    lacking = indexes.chat.catalog.reader.decisions.lacking
+    assert lacking.lacking("how do bitmap indexes work?", words.speller) == ("bitmap",)
+    assert lacking.lacking("whats teh diffrence between a hash and a btree", words.speller) == ()
+
+
+def test_the_kept_lacking_weights_are_those_the_labelled_questions_give(reader) -> None:
+    """`examples/lacking_model.json` is what `mentor calibrate` last fitted; a changed set or feature needs a rerun."""
+    kept = json.loads(FROZEN.read_text(encoding="utf-8"))
+    fitted = reader.decisions.lacking.frozen()
+    assert fitted["threshold"] == kept["threshold"]
+    assert np.allclose([*fitted["coef"], fitted["intercept"]], [*kept["coef"], kept["intercept"]], atol=1e-6)
 
 
 def test_a_hyphenated_module_word_written_as_one_is_known(reader, words) -> None:

@@ -9,6 +9,10 @@ its length. A slip of the keyboard for a much more common English word ("teh", "
 candidate (`mentor.understanding.spelling.english_correction`).
 The concept is named as the learner wrote it, with the module word before it that it qualifies ("gradient
 accumulation": the module says "gradients", never "accumulation").
+
+A word's features say nothing of its module, so the regression serves every module: one whose labelled questions
+are not loaded (a deployment of other modules, a missing file) uses the weights they gave when last fitted,
+`examples/lacking_model.json` (written by `mentor calibrate`, and checked against a fresh fit by the tests).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ CASED_RUNS = re.compile(r"[a-z]+|[A-Z]+|\d+")
 ID_RUNS, ID_CASED_RUNS, ID_LENGTH = 4, 6, 7
 QUALIFIER_FREQUENCY = 4.0  # a module word rarer than this may qualify the concept after it ("gradient" 3.5)
 BETA = 0.5  # the threshold maximises F-beta on held-back folds: naming a typo as a topic is worse than missing one
+FROZEN = Path(__file__).with_name("examples") / "lacking_model.json"  # the last fit's weights and threshold
 _BUILT: dict[str, LackingModel] = {}
 _LOCK = threading.Lock()
 
@@ -142,16 +147,41 @@ class LackingModel:
     @classmethod
     def load(cls, path: Path | None, speller_of: dict[str, Speller], examples: Sequence[str]) -> LackingModel:
         """The model trained on `path`'s labelled questions (each module's with that module's speller), with the
-        words of asking counted in the `examples` messages."""
-        if path is None or not path.is_file():
-            return cls(None)
-        stat = path.stat()
-        key = f"{path.resolve()}:{stat.st_mtime_ns}:{stat.st_size}:{len(examples)}"
+        words of asking counted in the `examples` messages; without a labelled question of a loaded module, the
+        weights of the last fit (`FROZEN`)."""
+        stat = path.stat() if path is not None and path.is_file() else None
+        key = f"{path.resolve()}:{stat.st_mtime_ns}:{stat.st_size}:{len(examples)}" if path and stat else "frozen"
         with _LOCK:
             if key not in _BUILT:
                 asking = Counter(t for text in examples for t in set(stems(WORD.findall(text.lower()))))
-                _BUILT[key] = cls.fit(training_words(load_questions(path), speller_of), asking)
+                labelled = training_words(load_questions(path), speller_of) if path and stat else []
+                fitted = cls.fit(labelled, asking)
+                _BUILT[key] = fitted if fitted.model is not None else cls.thawed(asking)
             return _BUILT[key]
+
+    def frozen(self) -> dict[str, object]:
+        """The regression's weights and threshold, as `FROZEN` keeps them."""
+        if self.model is None:
+            raise InvalidInput("no lacking model was fitted: no labelled question of a loaded module")
+        coefficients = [round(float(c), 12) for c in self.model.coef_[0]]
+        return {
+            "coef": coefficients,
+            "intercept": round(float(self.model.intercept_[0]), 12),
+            "threshold": self.threshold,
+        }
+
+    @classmethod
+    def thawed(cls, asking: Mapping[str, int], path: Path = FROZEN) -> LackingModel:
+        """The model `frozen` wrote to `path` (no model when there is none)."""
+        if not path.is_file():
+            return cls(None)
+        state = json.loads(path.read_text(encoding="utf-8"))
+        model = LogisticRegression()
+        model.classes_ = np.asarray([False, True])
+        model.coef_ = np.asarray([state["coef"]], dtype=float)
+        model.intercept_ = np.asarray([state["intercept"]], dtype=float)
+        model.n_features_in_ = model.coef_.shape[1]
+        return cls(model, dict(asking), float(state["threshold"]))
 
     @classmethod
     def fit(cls, labelled: Sequence[tuple[str, bool]], asking: Mapping[str, int]) -> LackingModel:
