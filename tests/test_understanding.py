@@ -300,6 +300,10 @@ def test_the_decisions_hold_their_floors_on_held_out_sets(reader, words) -> None
     assert figures["lacking"].heldout_score >= 0.75
     # What a figure is to its question: 0.900 (n=30, written before its examples), 5-fold 0.912 on 130 examples.
     assert figures["figures"].heldout_score >= 0.83
+    # The kinds decision on choices beside comparisons and yes/no questions naming two options: 0.759 (n=30,
+    # written before 12 choice examples were tried; they gave 0.796 here but took the kinds and second-part held-out
+    # sets down and the dev gate with them, and were left out).
+    assert figures["choices"].heldout_score >= 0.70
     for name in ("acts", "kinds", "standalone", "second_parts", "subject", "figures"):
         assert figures[name].cross_validated >= 0.88, name
     note = figures["instructions"].note
