@@ -413,7 +413,9 @@ def decided(
     learner's situation may be a part before the part that asks which ("many layers; cross-node scaling: pipeline
     or data parallel?")."""
     choosing = reading.surely_part("choice")
-    if choosing is None:
+    if choosing is None or reading.lacking:
+        # "should i use adafactor or pipeline parallel?": the module cannot weigh what it lacks against what it has,
+        # so no option leads (it led with "**Pipeline parallel (PP)**", a case the module never makes).
         return selection
     whole = (parts[0], vectors[0]) if len(parts) == 1 else (Part.of(reading.question, profile), reading.vector)
     option = choose(*whole, pool, profile)
