@@ -170,13 +170,14 @@ def _search(retriever: Retriever, query: str, reading: Reading, module_id: str, 
 
 
 def _beside_a_subject(retriever: Retriever, reading: Reading, module_id: str, top_k: int) -> Retrieval | None:
-    """The passages for a question setting a concept the module lacks beside a subject it teaches, by name ("is
-    qlora basically a form of tensor parallel?"): partly covered, searched without that concept. None when it names
-    no subject: a question about the concept alone ("how much activation memory does gradient checkpointing save?")
-    stays out of scope."""
+    """The passages for a question setting a concept the module lacks beside a subject it teaches, by name, in what
+    it asks ("is qlora basically a form of tensor parallel?"): partly covered, searched without that concept. None
+    when it names no subject there: a question about the concept alone ("how much activation memory does gradient
+    checkpointing save?") stays out of scope, and so does one naming the subject only as context ("Explain
+    FlashAttention. I already understand tensor parallelism.")."""
     index = retriever.modules[module_id]
     lacking = {t for concept in reading.lacking for t in tokenize(concept)}
-    terms = set(tokenize(reading.question)) - lacking
+    terms = {t for part in reading.parts if part.lacking for t in tokenize(part.asking or part.text)} - lacking
     names = [set(tokenize(s)) for s in index.profile.subjects]
     named = [
         subject

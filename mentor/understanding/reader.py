@@ -314,7 +314,20 @@ class Reader:
         meant = tuple(words.lexicon.expansions(written))
         on_module = self.decisions.subject.probability(text, vector, "module")
         figure = self.decisions.figures.decide(text, vector)[0] if DIGIT.search(written) else ""
-        return Part(text, written, kind, vector, lacking, asks, alone, sure, meant, on_module, figure)
+        return Part(
+            text,
+            written,
+            kind,
+            vector,
+            lacking,
+            asks,
+            alone,
+            sure,
+            meant,
+            on_module,
+            figure,
+            _joined(asking, read=True),
+        )
 
     def as_question(self, reading: Reading, words: ModuleWords) -> Reading:
         """A message read as chat alone, taken as the question it is: "zero in one sentence" is terse, not chat,

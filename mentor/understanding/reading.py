@@ -64,6 +64,7 @@ class Part:
     meant: tuple[str, ...] = ()
     on_module: float = 0.0  # how surely it asks about the module itself, not a subject it names
     figure: str = ""  # what a figure it writes is to it (STATES, SUFFICES, "other"); "" when it writes no digit
+    asking: str = ""  # what of it asks, as read, its context aside ("I already understand tensor parallelism.")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
