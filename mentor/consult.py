@@ -178,13 +178,7 @@ def _beside_a_subject(retriever: Retriever, reading: Reading, module_id: str, to
     index = retriever.modules[module_id]
     lacking = {t for concept in reading.lacking for t in tokenize(concept)}
     terms = {t for part in reading.parts if part.lacking for t in tokenize(part.asking or part.text)} - lacking
-    names = [set(tokenize(s)) for s in index.profile.subjects]
-    named = [
-        subject
-        for subject, name in zip(index.profile.subjects, names, strict=True)
-        if name and name <= terms and (index.words.names_something(subject) or name <= index.profile.names)
-    ]
-    if not named:
+    if not any(subject <= terms for subject in index.subjects):
         return None
     rest = reading.question
     for concept in reading.lacking:

@@ -72,6 +72,9 @@ class ModuleIndex:
     vocab: frozenset[str]
     profile: ModuleProfile  # word weights and boilerplate units, for choosing what to quote
     words: ModuleWords  # its words, spelling and glossary, as the reader reads a question with them
+    # The terms of each subject it teaches by a name that names something (`ModuleProfile.subjects`: "tensor
+    # parallel", "zero"; not "Why it matters"), for telling a subject asked about from everyday module words.
+    subjects: tuple[frozenset[str], ...] = ()
 
     @classmethod
     def build(
@@ -87,7 +90,11 @@ class ModuleIndex:
         glossary = module.glossary if module is not None else ()
         words = ModuleWords.of(Lexicon.of([c.embedding_text for c in chunks], glossary))
         profile = ModuleProfile.of(chunks, prerequisites=module.prerequisites if module is not None else ())
-        return cls(tuple(chunks), matrix, bm25, vocab, profile, words)
+        terms = [(name, frozenset(tokenize(name))) for name in profile.subjects]
+        subjects = tuple(
+            t for name, t in terms if t and (words.names_something(name) or t <= profile.names)
+        )  # fmt: skip
+        return cls(tuple(chunks), matrix, bm25, vocab, profile, words, subjects)
 
 
 def index_modules(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from mentor.engines.selection import FLOOR, LEXICAL_WEIGHT, NAME_UNITS, Candidate, Part, read, score
-from mentor.text.profile import ASIDE, ModuleProfile
+from mentor.text.profile import ModuleProfile, names_in
 from mentor.text.records import Record, record_of
 from mentor.text.tokens import tokenize
 
@@ -72,8 +72,7 @@ def _named_rows(part: Part, pool: Sequence[Candidate]) -> dict[str, list[Candida
         record = record_of(candidate.unit.text)
         if record is None or len(record.cells) < ROW_CELLS:
             continue
-        names = [*ASIDE.findall(record.head), *ASIDE.sub(" ", record.head).split("/")]
-        if any((terms := set(tokenize(name))) and terms <= written for name in names):
+        if any((terms := set(tokenize(name))) and terms <= written for name in names_in(record.head)):
             rows.setdefault(record.head, []).append(candidate)
     return rows
 

@@ -108,9 +108,16 @@ def _subjects(chunks: Sequence[Piece]) -> tuple[str, ...]:
     without numbers alone ("1 — ...")."""
     heads = [record.head for chunk in chunks for unit in split_units(chunk.text) if (record := record_of(unit.text))]
     titles = dict.fromkeys(chunk.section_title for chunk in chunks)
-    names = [*(a for head in heads for a in ASIDE.findall(head)), *(ASIDE.sub(" ", n) for n in [*heads, *titles])]
-    found = dict.fromkeys(part.strip() for name in names for part in TITLE_PARTS.split(name) if WORD.search(part))
-    return tuple(found)
+    names = [*(n for head in heads for n in names_in(head)), *(n for t in titles for n in names_in(t, asides=False))]
+    return tuple(dict.fromkeys(names))
+
+
+def names_in(name: str, *, asides: bool = True) -> list[str]:
+    """The names a row head or a title holds: its parts cut at alternatives and separators ("Sequence / context",
+    "Parallelism strategies & ZeRO"), and the abbreviation in its brackets ("Tensor parallel (TP)": "TP"), or
+    without it (`asides=False`: a title's note, "(q16)"); no part without a letter ("1 — ...")."""
+    found = [*(ASIDE.findall(name) if asides else ()), *TITLE_PARTS.split(ASIDE.sub(" ", name))]
+    return [part.strip() for part in found if WORD.search(part)]
 
 
 def _names(texts: Iterable[str]) -> frozenset[str]:
