@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mentor.understanding.clauses import TEMPLATE, normalise, pieces_of, split_clauses
-from mentor.understanding.lacking import FROZEN, words_of
+from mentor.understanding.lacking import FROZEN, LackingModel, words_of
 from mentor.understanding.measure import measure
 from mentor.understanding.reader import Reader
 from mentor.understanding.spelling import english_correction
@@ -113,6 +113,17 @@ def test_a_module_without_labelled_questions_names_what_it_lacks_with_the_last_f
     lacking = indexes.chat.catalog.reader.decisions.lacking
     assert lacking.lacking("how do bitmap indexes work?", words.speller) == ("bitmap",)
     assert lacking.lacking("whats teh diffrence between a hash and a btree", words.speller) == ()
+
+
+def test_a_lacking_model_fitted_without_the_labelled_module_is_not_handed_to_one_with_it(words) -> None:
+    """Built once per process and kept: a catalog without the labelled questions' module (the weights kept) must not
+    give its model to a later catalog with it (fitted on its questions), nor the other way round."""
+    path = ROOT / "eval/calibration/lacking.jsonl"
+    examples = ["how does zero work?", "thanks!"]
+    kept = LackingModel.load(path, {}, examples)
+    fitted = LackingModel.load(path, {MODULE_ID: words.speller}, examples)
+    assert kept is not fitted and fitted is LackingModel.load(path, {MODULE_ID: words.speller}, examples)
+    assert kept.model is not None and fitted.model is not None
 
 
 def test_the_kept_lacking_weights_are_those_the_labelled_questions_give(reader) -> None:

@@ -149,13 +149,16 @@ class LackingModel:
         """The model trained on `path`'s labelled questions (each module's with that module's speller), with the
         words of asking counted in the `examples` messages; without a labelled question of a loaded module, the
         weights of the last fit (`FROZEN`)."""
-        stat = path.stat() if path is not None and path.is_file() else None
-        key = f"{path.resolve()}:{stat.st_mtime_ns}:{stat.st_size}:{len(examples)}" if path and stat else "frozen"
+        rows = load_questions(path) if path is not None and path.is_file() else []
+        # The fit depends on which modules' questions can be read (each needs its module's speller): a process
+        # serving another module first must not hand its model to the next catalog.
+        modules = sorted({row.module_id for row in rows} & speller_of.keys())
+        key = f"{path.resolve()}:{path.stat().st_mtime_ns}:{modules}" if path is not None and modules else "frozen"
+        key = f"{key}:{len(examples)}"
         with _LOCK:
             if key not in _BUILT:
                 asking = Counter(t for text in examples for t in set(stems(WORD.findall(text.lower()))))
-                labelled = training_words(load_questions(path), speller_of) if path and stat else []
-                fitted = cls.fit(labelled, asking)
+                fitted = cls.fit(training_words(rows, speller_of), asking)
                 _BUILT[key] = fitted if fitted.model is not None else cls.thawed(asking)
             return _BUILT[key]
 
