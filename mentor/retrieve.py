@@ -89,7 +89,8 @@ class ModuleIndex:
         vocab = frozenset(t for doc in tokens for t in doc)
         glossary = module.glossary if module is not None else ()
         words = ModuleWords.of(Lexicon.of([c.embedding_text for c in chunks], glossary))
-        profile = ModuleProfile.of(chunks, prerequisites=module.prerequisites if module is not None else ())
+        prerequisites = module.prerequisites if module is not None else ()
+        profile = ModuleProfile.of(chunks, prerequisites=prerequisites, glossary=glossary)
         terms = [(name, frozenset(tokenize(name))) for name in profile.subjects]
         subjects = tuple(
             t for name, t in terms if t and (words.names_something(name) or t <= profile.names)

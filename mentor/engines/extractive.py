@@ -25,7 +25,7 @@ from mentor.corpus import Chunk
 from mentor.embeddings import Embedder, embed_cached
 from mentor.engines.figures import checked
 from mentor.engines.planner import PlannedCall
-from mentor.engines.plans import choose
+from mentor.engines.plans import choose, compared_rows
 from mentor.engines.selection import (
     FLOOR,
     NEAREST,
@@ -185,6 +185,8 @@ class ExtractiveEngine:
         # row decides it.
         if reading is not None and not reading.continues:
             selection = decided(selection, reading, parts, vectors, fresh, profile, limit)
+            if question.style != "hint":  # a hint points at one sentence
+                selection = compared(selection, reading, parts, fresh, limit)
         if not selection.chosen and lacking and any(covers_more(p, lacking, profile) for p in parts):
             # A part naming a concept the module lacks is held to the strict floor: a sentence merely sharing its
             # words is no answer. When none clears it, the part's other topics the module does teach ("what is the
@@ -426,6 +428,22 @@ def decided(
     ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
     lead = f"**{option.label}** [{option.unit.passage.rank}]."
     return Selection(ordered, [p for p in selection.unanswered if p.text != choosing.text], lead)
+
+
+def compared(
+    selection: Selection, reading: Reading, parts: Sequence[Part], pool: Sequence[Candidate], limit: int
+) -> Selection:
+    """`selection` answering a part that surely compares rows of a table ("dp vs pp?") with those rows, both sides
+    with the same attributes, where the best sentence alone was one listing every row; other parts keep theirs."""
+    comparing = reading.surely_part("comparison")
+    part = next((p for p in parts if comparing is not None and p.text == comparing.text), None)
+    rows = compared_rows(part, pool) if part is not None else []
+    if not rows:
+        return selection
+    others = [c for c in selection.chosen if c not in rows] if len(parts) > 1 else []
+    chosen = [*rows, *others][: max(limit, len(rows))]
+    ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
+    return Selection(ordered, [p for p in selection.unanswered if p is not part], selection.lead)
 
 
 def sent_elsewhere(

@@ -1,5 +1,5 @@
 """How a decision's answer opens (`mentor.understanding.reading.KINDS`: "choice"): the option first, then the
-module's sentences that make the case for it.
+module's sentences that make the case for it; and what a comparison of a table's rows quotes: both rows.
 
 Nothing here names a module's topics: options are what the module's own sentences are about (their subjects) or
 the rows of its tables (`mentor.text.records`). A yes/no question gets its verdict only from a calculator that settles
@@ -47,6 +47,17 @@ def choose(part: Part, vector: np.ndarray, pool: Sequence[Candidate], profile: M
     if len(named) >= 2:
         return named_choice(part, vector, named, profile)
     return row_choice(part, vector, pool, profile)
+
+
+def compared_rows(part: Part, pool: Sequence[Candidate]) -> list[Candidate]:
+    """The rows of one table a comparison names, each side once and in the table's order ("dp vs pp?": the data
+    parallel and the pipeline parallel rows: the same attributes for both); none unless it names two."""
+    tables: dict[str, dict[str, Candidate]] = {}
+    for head, units in _named_rows(part, pool).items():
+        for unit in units:
+            tables.setdefault(unit.passage.section_id, {}).setdefault(head, unit)
+    sides = max(tables.values(), key=len, default={})
+    return sorted(sides.values(), key=lambda c: (c.passage.position, c.unit.index)) if len(sides) >= 2 else []
 
 
 def mixed_choice(

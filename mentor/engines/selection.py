@@ -98,8 +98,8 @@ class View:
     pairs: frozenset[tuple[str, str]]  # adjacent terms: a phrase of the question found as a phrase
 
     @classmethod
-    def of(cls, text: str, vector: np.ndarray) -> View:
-        terms = tokenize(text)
+    def of(cls, text: str, vector: np.ndarray, profile: ModuleProfile) -> View:
+        terms = profile.unit_words(text)
         return cls(vector, frozenset(terms), frozenset(_pairs(terms)))
 
 
@@ -190,9 +190,9 @@ def candidates(
             if not allow_boilerplate and text in profile.boilerplate and not any(m in text for m in pointing):
                 continue
             seen.add(text)  # overlapping chunks hold the same sentence twice
-            terms = tokenize(text)
+            terms = profile.unit_words(text)
             pairs = frozenset(_pairs(terms))
-            views = tuple(View.of(c, v) for c, v in zip(clauses(text), clause_vector, strict=True))
+            views = tuple(View.of(c, v, profile) for c, v in zip(clauses(text), clause_vector, strict=True))
             found.append(
                 Candidate(
                     passage,

@@ -39,6 +39,7 @@ ASIDE = re.compile(r"\(([^()]*)\)")  # a name's abbreviation or a title's note: 
 # Where a title or a row head names several things: "1 — Parallelism strategies & ZeRO", "Scaling laws: Kaplan vs
 # Chinchilla", "Sequence / context"; a hyphen joins words ("Mixed-precision training"), so it never cuts.
 TITLE_PARTS = re.compile(r"[:&/—–]")
+INITIALS = re.compile(r"[\s-]+")  # the words whose initials an initialism is made of: "post-training quantization"
 
 
 class Piece(Protocol):
@@ -61,20 +62,36 @@ class ModuleProfile:
     opening: tuple[str, ...] = ()  # the opening's units in reading order: the first says what the module covers
     audience: frozenset[str] = frozenset()  # the opening's units naming a prerequisite: whom it is for
     subjects: tuple[str, ...] = ()  # what it teaches, as its rows and titles name it
+    # What the module's initialisms stand for, as terms: "dp" -> ("data", "parallel") (its glossary's entries whose
+    # term is the initials of what it stands for), so a unit writing "combine DP/TP/PP" is found by a learner who
+    # writes "tensor parallel".
+    shorthand: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def words(self, text: str) -> list[str]:
         """A question's terms, in order ("stage", "2" kept): read already (`mentor.understanding`), so spelt as the
         module spells them."""
         return tokenize(text)
 
+    def unit_words(self, text: str) -> list[str]:
+        """A unit's terms in order, then the terms its shorthand stands for, each expansion in its own order."""
+        terms = tokenize(text)
+        return terms + [t for term in dict.fromkeys(terms) for t in self.shorthand.get(term, ())]
+
     def terms(self, text: str) -> tuple[str, ...]:
         """The topic terms of a learner's text: its `words` without numbers, each once."""
         return tuple(dict.fromkeys(t for t in self.words(text) if not t[:1].isdigit() and len(t) > 1))
 
     @classmethod
-    def of(cls, chunks: Sequence[Piece], *, prerequisites: Sequence[str] = ()) -> ModuleProfile:
+    def of(
+        cls,
+        chunks: Sequence[Piece],
+        *,
+        prerequisites: Sequence[str] = (),
+        glossary: Iterable[tuple[str, str]] = (),
+    ) -> ModuleProfile:
         """Profile a module from its chunks in reading order (position 0 opens the module); the units of its
-        opening that name one of its `prerequisites` (module ids) say whom it is for and what comes first."""
+        opening that name one of its `prerequisites` (module ids) say whom it is for and what comes first; the
+        `glossary`'s initialisms ("DP": "data parallel", "PTQ": "post-training quantization") give the `shorthand`."""
         units = [(chunk, unit.text) for chunk in chunks for unit in split_units(chunk.text)]
         terms = [set(tokenize(text)) for _, text in units]
         frequency = Counter(term for unit_terms in terms for term in unit_terms)
@@ -92,9 +109,27 @@ class ModuleProfile:
         audience = frozenset(text for text in opening_units if any(p in text for p in prerequisites))
         names = _names(text for _, text in units)
         subjects = _subjects([c for c in chunks if not describes_module(c)])
+        shorthand = {
+            tokenize(term)[0]: tuple(tokenize(expansion)) for term, expansion in glossary if initialism(term, expansion)
+        }
         return cls(
-            weights, dict(frequency), frozenset(boilerplate), sources, names, tuple(opening_units), audience, subjects
+            weights,
+            dict(frequency),
+            frozenset(boilerplate),
+            sources,
+            names,
+            tuple(opening_units),
+            audience,
+            subjects,
+            shorthand,
         )
+
+
+def initialism(term: str, expansion: str) -> bool:
+    """True when `term` is the initials of `expansion`'s words: "TP" of "tensor parallel", "PTQ" of
+    "post-training quantization"; not "OOM" of "memory hog" nor "DDP" of "data parallel"."""
+    initials = "".join(word[:1] for word in INITIALS.split(expansion.strip().lower()))
+    return term.isalpha() and len(term) > 1 and term.lower() == initials
 
 
 def describes_module(piece: Piece) -> bool:
