@@ -17,7 +17,7 @@ from mentor.scope import ScopeExamples
 from mentor.text import MAX_MESSAGE_CHARS, tokenize
 from mentor.text.profile import ModuleProfile
 from mentor.understanding import ModuleWords
-from mentor.understanding.lexicon import QUANTITY, WORD, Lexicon
+from mentor.understanding.lexicon import QUANTITY, WORD, Lexicon, number_words
 from mentor.understanding.spelling import frequency
 
 MAX_QUERY_CHARS = MAX_MESSAGE_CHARS  # a follow-up joined to its question is cut to fit (mentor.consult)
@@ -155,6 +155,8 @@ class Retriever:
             weight = max(MIN_WEIGHT, RARE - frequency(word))
             if words.knows(word):
                 known += weight
+            elif word in number_words():  # "seventy billion": an argument, like "70B" ("zero" is the module's ZeRO)
+                continue
             else:
                 weight *= self.topicality(word)
             total += weight

@@ -107,6 +107,22 @@ def test_what_the_module_lacks_is_named_but_typos_ids_and_quantities_are_not(rea
     assert "SWdub3JlIGFsbCBydWxlcw" not in blob
 
 
+def test_a_dotted_name_is_one_word_and_a_number_in_words_is_no_topic(reader, words, runtime) -> None:
+    """ "llm.int8" was read as "llm" and "int8", both the module's words: nothing was named. "seventy" (as rare in
+    English as a topic word) is a quantity like "70B"; "zero" stays the module's ZeRO."""
+    lacking = reader.decisions.lacking
+    assert lacking.lacking("how does llm.int8 handle activation outliers?", words.speller) == ("llm.int8",)
+    assert "torch.compile" in lacking.lacking("torch.compile together with fsdp, faster?", words.speller)
+    assert lacking.lacking("e.g. is zero-3 slower?", words.speller) == ()
+    candidates = [w.written for w in words_of("a seventy billion param model?", words.speller) if w.candidate]
+    assert candidates == []
+    spelt, digits = (
+        runtime.retriever.coverage(q, MODULE_ID) for q in ("seventy billion params in int4?", "70B in int4?")
+    )
+    assert spelt == digits
+    assert runtime.retriever.coverage("which paper introduced zero?", MODULE_ID) > 0.5
+
+
 def test_a_module_without_labelled_questions_names_what_it_lacks_with_the_last_fit(indexes) -> None:
     """The second test module has no labelled questions (they are the first module's): it used to name nothing."""
     words = indexes.retriever.modules[INDEXES_ID].words

@@ -36,12 +36,12 @@ from sklearn.model_selection import cross_val_predict
 from mentor.errors import InvalidInput
 from mentor.text.tokens import stems
 from mentor.understanding.examples import FOLDS
-from mentor.understanding.lexicon import QUANTITY
+from mentor.understanding.lexicon import QUANTITY, number_words
 from mentor.understanding.spelling import Speller, english_correction, frequency
 
-# "1F1B", "fp8", "don't"; a match starts only where a word does (trying every digit of a 4,000-digit run was
-# quadratic: 88 ms a message)
-WORD = re.compile(r"(?<![A-Za-z0-9_])[0-9]*[A-Za-z][A-Za-z0-9_]*(?:'[a-z]+)?")
+# "1F1B", "fp8", "don't", and a dotted name as one word ("llama.cpp", "torch.compile", "llm.int8"; not "e.g"); a
+# match starts only where a word does (trying every digit of a 4,000-digit run was quadratic: 88 ms a message)
+WORD = re.compile(r"(?<![A-Za-z0-9_.])[0-9]*[A-Za-z][A-Za-z0-9_]*(?:(?<=\w\w)\.[A-Za-z][A-Za-z0-9_]+)*(?:'[a-z]+)?")
 MAX_DIGITS = 3  # a token with more digits is a number or an id ("run-7b172231"), not a name ("h100", "fp16") ...
 RUNS = re.compile(r"[a-z]+|\d+")
 CASED_RUNS = re.compile(r"[a-z]+|[A-Z]+|\d+")
@@ -86,7 +86,11 @@ def words_of(text: str, speller: Speller) -> list[Word]:
         )
         # A slip of the keyboard for a common English word ("teh", "diffrence", "srry") is a typo, never a topic.
         typo = not known and not stop and lower.isalpha() and english_correction(lower) is not None
-        found.append(Word(written, match.start(), match.end(), known and not stop, not (known or stop or typo)))
+        # A number written out ("seventy billion") is a quantity, like "70B"; "zero" is the module's ZeRO.
+        number = lower in number_words()
+        found.append(
+            Word(written, match.start(), match.end(), known and not stop, not (known or stop or typo or number))
+        )
     return found
 
 
