@@ -5,12 +5,15 @@ relevance = w · (best cosine similarity in the module) + (1 − w) · (share of
 The grid search picks the weights and threshold with the best balanced accuracy, counting as equal those within
 `TIE` of it (about one question of the smaller class); among equals, the widest gap between the classes, and the
 threshold sits in the middle of that gap. A threshold squeezed between two nearly equal scores would flip on the
-next question that lands between them. Each question's example margin leaves
+next question that lands between them. Weights already in use that are among the equals stay (`keep`), their
+threshold re-centred in their own widest gap: a refit that changes the best by less than `TIE` (a retrained decision
+nudging the coverage share) does not move the settings by a tie-break. Each question's example margin leaves
 the question itself out, so the set is not graded on itself.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from mentor.retrieve import Retriever
@@ -32,8 +35,11 @@ class ScopeCalibration:
     misclassified: list[str]
 
 
-def calibrate_scope(retriever: Retriever, module_id: str, labelled: list[Labelled]) -> ScopeCalibration:
-    """Grid-search the scope weights and threshold on `labelled` questions about `module_id`."""
+def calibrate_scope(
+    retriever: Retriever, module_id: str, labelled: list[Labelled], keep: tuple[float, float] | None = None
+) -> ScopeCalibration:
+    """Grid-search the scope weights and threshold on `labelled` questions about `module_id` (`keep`: the weights
+    in use, (w, a), kept if among the best)."""
     examples = ScopeExamples.build(labelled, retriever.embedder)
     features = []
     for row in labelled:
@@ -41,7 +47,7 @@ def calibrate_scope(retriever: Retriever, module_id: str, labelled: list[Labelle
         vector = retriever.embedder.embed_query(retriever.modules[module_id].words.read(row.question)[0])  # as read
         margin = examples.margin(module_id, vector, leave_out=row.question)
         features.append((result.dense_max, result.coverage, margin, row.in_scope, row.question))
-    return fit(features)
+    return fit(features, keep)
 
 
 # One labelled question as the grid search reads it: best dense similarity, topic-word coverage, example margin,
@@ -49,8 +55,9 @@ def calibrate_scope(retriever: Retriever, module_id: str, labelled: list[Labelle
 Feature = tuple[float, float, float, bool, str]
 
 
-def fit(features: list[Feature]) -> ScopeCalibration:
-    """The weights and threshold with the best balanced accuracy (within `TIE`), then the widest gap."""
+def fit(features: list[Feature], keep: tuple[float, float] | None = None) -> ScopeCalibration:
+    """The weights and threshold with the best balanced accuracy (within `TIE`), then the widest gap; the weights
+    `keep` (w, a) if they are among those best, with their widest gap."""
     positives = sum(1 for f in features if f[3])
     negatives = len(features) - positives
     candidates: list[tuple[float, float, float, float, float]] = []  # (accuracy, gap, weight, example w., threshold)
@@ -67,7 +74,9 @@ def fit(features: list[Feature]) -> ScopeCalibration:
                 accuracy = (tp / positives + tn / negatives) / 2
                 candidates.append((accuracy, high - low, weight, example_weight, (low + high) / 2))
     top = max(c[0] for c in candidates)
-    best = max((c for c in candidates if c[0] >= top - TIE), key=lambda c: (c[1], c[0]))
+    equals = [c for c in candidates if c[0] >= top - TIE]
+    kept = [c for c in equals if keep is not None and all(map(math.isclose, c[2:4], keep))]
+    best = max(kept or equals, key=lambda c: (c[1], c[0]))
     accuracy, gap, weight, example_weight, threshold = best
     wrong = [q for d, c, m, y, q in features if (weight * d + (1 - weight) * c + example_weight * m >= threshold) != y]
     return ScopeCalibration(

@@ -274,10 +274,12 @@ def calibrate(
     from mentor.understanding.lacking import FROZEN
     from mentor.understanding.measure import measure
 
-    runtime = build_runtime(make_settings())
+    settings = make_settings()
+    runtime = build_runtime(settings)
     module_id = runtime.module(module).id
     questions = [row for row in load_labelled(labelled, module_id) if row.module_id == module_id]
-    result = calibrate_scope(runtime.retriever, module_id, questions)
+    in_use = (settings.scope_weight, settings.scope_example_weight)
+    result = calibrate_scope(runtime.retriever, module_id, questions, keep=in_use)
     typer.echo(
         f"{result.in_scope} in-scope and {result.out_of_scope} out-of-scope questions: balanced accuracy "
         f"{result.balanced_accuracy:.3f}, gap {result.margin:.3f}\n"

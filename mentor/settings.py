@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     )
     rrf_k: int = Field(60, ge=1, le=1000, description="Reciprocal-rank-fusion constant (Cormack et al. 2009).")
     scope_weight: float = Field(
-        0.4,
+        0.3,
         ge=0.0,
         le=1.0,
         description="Weight of the best dense similarity in the scope relevance (the rest is the share of the "
@@ -114,7 +114,7 @@ class Settings(BaseSettings):
         "the previous question. A missing file means the general examples decide alone.",
     )
     scope_threshold: float = Field(
-        0.7138,
+        0.7607,
         ge=-1.0,
         le=1.0,
         description="Relevance below which a question is outside the module. Set by `mentor calibrate` on "

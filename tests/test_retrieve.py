@@ -101,8 +101,9 @@ def test_scope_signal_separates_on_and_off_topic(runtime) -> None:
 
 def test_default_scope_settings_are_the_calibrated_ones(runtime) -> None:
     labelled = load_labelled(ROOT / "eval/calibration/scope.jsonl")
-    result = calibrate_scope(runtime.retriever, MODULE_ID, labelled)
     defaults = Settings.model_fields
+    in_use = (defaults["scope_weight"].default, defaults["scope_example_weight"].default)
+    result = calibrate_scope(runtime.retriever, MODULE_ID, labelled, keep=in_use)
     assert result.weight == pytest.approx(defaults["scope_weight"].default)
     assert result.example_weight == pytest.approx(defaults["scope_example_weight"].default)
     assert result.threshold == pytest.approx(defaults["scope_threshold"].default, abs=0.01)
@@ -136,6 +137,20 @@ def test_calibration_prefers_a_wide_gap_to_a_hair_more_accuracy() -> None:
     fitted = fit([*inside, *outside, neighbour, odd])
     assert fitted.margin > 0.3 and fitted.balanced_accuracy >= 1 - TIE
     assert fitted.misclassified == ["odd wording"]
+
+
+def test_weights_in_use_among_the_best_are_kept_and_others_are_not() -> None:
+    # The best dense similarity separates the classes; the coverage share alone does not. A fresh fit takes the
+    # widest gap (dense alone); weights in use that separate them too stay, their threshold in their own gap.
+    inside = [(0.8, 0.4 + i / 250, 0.0, True, f"in {i}") for i in range(50)]
+    outside = [(0.2, 0.45 + i / 500, 0.0, False, f"out {i}") for i in range(50)]
+    fresh = fit([*inside, *outside])
+    kept = fit([*inside, *outside], keep=(0.3, 0.0))
+    assert fresh.weight == 1.0 and fresh.balanced_accuracy == kept.balanced_accuracy == 1.0
+    assert (kept.weight, kept.example_weight) == (0.3, 0.0) and kept.margin < fresh.margin
+    assert 0.3 * 0.2 + 0.7 * 0.548 < kept.threshold < 0.3 * 0.8 + 0.7 * 0.4
+    # Weights in use that fall short of the best by more than a tie are not kept.
+    assert fit([*inside, *outside], keep=(0.0, 0.0)).weight == 1.0
 
 
 def test_a_repeated_question_reuses_its_retrieval_until_the_module_is_reindexed(runtime) -> None:
