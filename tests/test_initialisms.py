@@ -53,6 +53,13 @@ def test_initialisms_are_the_initials_of_what_they_stand_for() -> None:
     assert not initialism("z3", "ZeRO stage 3") and not initialism("T", "tensor")
 
 
+def test_an_initialism_that_is_a_stop_word_reads_no_unit() -> None:
+    from mentor.text.profile import ModuleProfile
+
+    profile = ModuleProfile.of([], glossary=[("IT", "information technology"), ("TP", "tensor parallel")])
+    assert profile.shorthand == {"tp": ("tensor", "parallel")}
+
+
 def test_a_unit_is_read_with_what_its_initialisms_stand_for(runtime) -> None:
     profile = runtime.retriever.modules[MODULE_ID].profile
     words = profile.unit_words("combine DP/TP/PP/sequence parallelism")

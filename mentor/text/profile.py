@@ -109,8 +109,11 @@ class ModuleProfile:
         audience = frozenset(text for text in opening_units if any(p in text for p in prerequisites))
         names = _names(text for _, text in units)
         subjects = _subjects([c for c in chunks if not describes_module(c)])
+        # An initialism that is a stop word as well ("IT", "US") is no term to read a unit by.
         shorthand = {
-            tokenize(term)[0]: tuple(tokenize(expansion)) for term, expansion in glossary if initialism(term, expansion)
+            key[0]: tuple(tokenize(expansion))
+            for term, expansion in glossary
+            if initialism(term, expansion) and (key := tokenize(term))
         }
         return cls(
             weights,
