@@ -44,25 +44,31 @@ class Lexicon:
         known = words | {w for term, _ in glossary for w in WORD.findall(term.lower())}
         return cls(known, frozenset(stems(sorted(known))), terms, longest)
 
-    def expansions(self, text: str) -> list[str]:
+    def expansions(self, text: str) -> tuple[str, ...]:
         """What the glossary terms in `text` stand for, in order of appearance, each once."""
-        tokens = WORD.findall(text.lower())
-        if not self.glossary or not tokens:
-            return []
-        stemmed = stems(tokens)
-        found: dict[str, None] = {}
-        for start in range(len(tokens)):
-            for size in range(min(self.longest, len(tokens) - start), 0, -1):
-                expansion = self.glossary.get("".join(stemmed[start : start + size]))
-                if expansion is not None:
-                    found.setdefault(expansion, None)
-                    break
-        return list(found)
+        return _expansions(self, text)
 
     def spell_out(self, text: str) -> str:
         """`text` with what its glossary terms stand for added in brackets: "z3?" -> "z3? (ZeRO stage 3)"."""
         found = self.expansions(text)
         return f"{text} ({', '.join(found)})" if found else text
+
+
+# Asked of every word of a message, several times (spelling, lacking, coverage), and of the message: kept per lexicon.
+@functools.lru_cache(maxsize=16384)
+def _expansions(lexicon: Lexicon, text: str) -> tuple[str, ...]:
+    tokens = WORD.findall(text.lower())
+    if not lexicon.glossary or not tokens:
+        return ()
+    stemmed = stems(tokens)
+    found: dict[str, None] = {}
+    for start in range(len(tokens)):
+        for size in range(min(lexicon.longest, len(tokens) - start), 0, -1):
+            expansion = lexicon.glossary.get("".join(stemmed[start : start + size]))
+            if expansion is not None:
+                found.setdefault(expansion, None)
+                break
+    return tuple(found)
 
 
 @functools.cache

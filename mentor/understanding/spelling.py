@@ -113,6 +113,8 @@ class Speller:
         self.lexicon = lexicon
         self._candidates = sorted(w for w in lexicon.words if w.isalnum() and len(w) >= MIN_LETTERS)
         self._module = functools.lru_cache(maxsize=4096)(self._nearest_module_word)
+        # Asked of every word of every message, several times (spelling, lacking, coverage): a stem a call.
+        self._known = functools.lru_cache(maxsize=8192)(self._knows)
 
     def correct(self, text: str) -> tuple[str, tuple[Correction, ...]]:
         """`text` with its misspelt words replaced, and what was corrected."""
@@ -149,6 +151,9 @@ class Speller:
 
     def knows(self, word: str) -> bool:
         """True for a word the module uses, in this form or another of the same stem ("gradient", "gradients")."""
+        return self._known(word)
+
+    def _knows(self, word: str) -> bool:
         return word in self.lexicon.words or stems([word])[0] in self.lexicon.stems
 
     def _nearest_module_word(self, word: str) -> str | None:
