@@ -18,7 +18,7 @@ from mentor.answer import ChatInput
 
 from .conftest import INDEXES_ID, MODULE_ID
 from .test_named_options import section_with_table
-from .test_partly_covered_relations import FILES
+from .test_partly_covered_relations import FILES, subjects
 
 TEMPLATES = (
     "{a} vs {b}?",
@@ -30,14 +30,13 @@ TEMPLATES = (
 
 def rows(module_id: str) -> list[tuple[str, str, str | None]]:
     """Each row of the first table: its head as the module writes it, its name as a learner writes it ("tensor
-    parallel"), and its abbreviation ("TP"), if the head gives one."""
-    found = []
-    for cells in section_with_table(FILES[module_id])[0]:
-        head = cells[0]
-        name = re.sub(r"\s*\(.*?\)", "", head).split("/")[0].strip().lower()
-        abbreviation = re.search(r"\(([A-Za-z]{2,4})\)", head)
-        found.append((head, name, abbreviation.group(1) if abbreviation else None))
-    return found
+    parallel", as the relations probe writes it), and its abbreviation ("TP"), if the head gives one."""
+    heads = [cells[0] for cells in section_with_table(FILES[module_id])[0]]
+    abbreviations = [re.search(r"\(([A-Za-z]{2,4})\)", head) for head in heads]
+    return [
+        (head, name, found.group(1) if found else None)
+        for head, name, found in zip(heads, subjects(module_id), abbreviations, strict=True)
+    ]
 
 
 def writings(a: tuple[str, str, str | None], b: tuple[str, str, str | None]) -> list[tuple[str, str]]:

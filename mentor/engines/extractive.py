@@ -436,11 +436,13 @@ def compared(
     """`selection` answering a part that surely compares rows of a table ("dp vs pp?") with those rows, both sides
     with the same attributes, where the best sentence alone was one listing every row; other parts keep theirs."""
     comparing = reading.surely_part("comparison")
-    part = next((p for p in parts if comparing is not None and p.text == comparing.text), None)
+    if comparing is None:
+        return selection
+    part = next((p for p in parts if p.text == comparing.text), None)
     rows = compared_rows(part, pool) if part is not None else []
     if not rows:
         return selection
-    others = [c for c in selection.chosen if c not in rows] if len(parts) > 1 else []
+    others = [c for c in selection.chosen if all(c is not row for row in rows)] if len(parts) > 1 else []
     chosen = [*rows, *others][: max(limit, len(rows))]
     ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
     return Selection(ordered, [p for p in selection.unanswered if p is not part], selection.lead)

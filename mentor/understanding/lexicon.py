@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from mentor.text.tokens import stems
@@ -31,6 +31,12 @@ class Lexicon:
     stems: frozenset[str] = frozenset()
     glossary: Mapping[str, str] = field(default_factory=dict)
     longest: int = 1  # words in the longest glossary term
+    # `expansions` is asked of every word of a message, several times (spelling, lacking, coverage), and of the
+    # message: kept per lexicon, and gone with it when the module is indexed anew.
+    _expanded: Callable[[str], tuple[str, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_expanded", functools.lru_cache(maxsize=16384)(self._expand))
 
     @classmethod
     def of(cls, texts: Iterable[str], glossary: Iterable[tuple[str, str]] = ()) -> Lexicon:
@@ -46,29 +52,26 @@ class Lexicon:
 
     def expansions(self, text: str) -> tuple[str, ...]:
         """What the glossary terms in `text` stand for, in order of appearance, each once."""
-        return _expansions(self, text)
+        return self._expanded(text)
+
+    def _expand(self, text: str) -> tuple[str, ...]:
+        tokens = WORD.findall(text.lower())
+        if not self.glossary or not tokens:
+            return ()
+        stemmed = stems(tokens)
+        found: dict[str, None] = {}
+        for start in range(len(tokens)):
+            for size in range(min(self.longest, len(tokens) - start), 0, -1):
+                expansion = self.glossary.get("".join(stemmed[start : start + size]))
+                if expansion is not None:
+                    found.setdefault(expansion, None)
+                    break
+        return tuple(found)
 
     def spell_out(self, text: str) -> str:
         """`text` with what its glossary terms stand for added in brackets: "z3?" -> "z3? (ZeRO stage 3)"."""
         found = self.expansions(text)
         return f"{text} ({', '.join(found)})" if found else text
-
-
-# Asked of every word of a message, several times (spelling, lacking, coverage), and of the message: kept per lexicon.
-@functools.lru_cache(maxsize=16384)
-def _expansions(lexicon: Lexicon, text: str) -> tuple[str, ...]:
-    tokens = WORD.findall(text.lower())
-    if not lexicon.glossary or not tokens:
-        return ()
-    stemmed = stems(tokens)
-    found: dict[str, None] = {}
-    for start in range(len(tokens)):
-        for size in range(min(lexicon.longest, len(tokens) - start), 0, -1):
-            expansion = lexicon.glossary.get("".join(stemmed[start : start + size]))
-            if expansion is not None:
-                found.setdefault(expansion, None)
-                break
-    return tuple(found)
 
 
 @functools.cache

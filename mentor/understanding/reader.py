@@ -311,7 +311,7 @@ class Reader:
         # What the module lacks is named from what the part asks, not from its context ("decode this base64").
         lacking = self.decisions.lacking.lacking(_joined(asking, read=False), words.speller)
         asks = min(p.confidence for p in asking)
-        meant = tuple(words.lexicon.expansions(written))
+        meant = words.lexicon.expansions(written)
         on_module = self.decisions.subject.probability(text, vector, "module")
         figure = self.decisions.figures.decide(text, vector)[0] if DIGIT.search(written) else ""
         return Part(
