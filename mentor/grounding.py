@@ -23,6 +23,7 @@ from functools import lru_cache
 
 from mentor.text import MARKER, blocks, cited, split_sentences, strip_inline, strip_markers, tokenize
 from mentor.tools.parsing import SCALE_SUFFIXES, SCALE_WORDS
+from mentor.understanding.numerals import digits
 
 # Calibrated on tests/data/grounding_calibration.jsonl: 108 sentence/passage pairs from the "Training at scale"
 # module, 56 supported (7 verbatim, 49 paraphrased) and 52 not (44 other ML facts, each paired with the nearest
@@ -503,7 +504,8 @@ def check_grounding(
     """Check that every sentence of `answer` is supported and every number in it traced.
 
     `passages[n-1]` is the text of citation [n]; numbers may come from the passages the answer cites (all of
-    them when it cites none), the question, earlier turns in `history`, and the calculators in `tools`.
+    them when it cites none), the question, earlier turns in `history` (in digits or in words), and the calculators
+    in `tools`.
     Sentences in `exempt` (the engine's fixed framing) are skipped entirely, numbers included.
     """
     sentences = _sentences(answer)
@@ -513,7 +515,9 @@ def check_grounding(
     for tool in tools:
         tool_evidence.add_json(tool.arguments).add_json(tool.result).add_numbers(_scan(tool.explanation))
     tool_evidence.freeze()
-    evidence = [_text_evidence(text) for text in (question, *history, *sources)] + [tool_evidence]
+    # The learner's numbers count as written in words too ("a seventy billion model": 70B).
+    said = [digits(text) for text in (question, *history)]
+    evidence = [_text_evidence(text) for text in (*said, *sources)] + [tool_evidence]
     skipped = {_normal(sentence.text) for text in exempt for sentence in _sentences(text)}
 
     unsupported: list[str] = []

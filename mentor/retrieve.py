@@ -17,7 +17,8 @@ from mentor.scope import ScopeExamples
 from mentor.text import MAX_MESSAGE_CHARS, tokenize
 from mentor.text.profile import ModuleProfile
 from mentor.understanding import ModuleWords
-from mentor.understanding.lexicon import QUANTITY, WORD, Lexicon, number_words
+from mentor.understanding.lexicon import QUANTITY, WORD, Lexicon
+from mentor.understanding.numerals import number_words
 from mentor.understanding.spelling import frequency
 
 MAX_QUERY_CHARS = MAX_MESSAGE_CHARS  # a follow-up joined to its question is cut to fit (mentor.consult)

@@ -15,6 +15,7 @@ import re
 from mentor.text import MAX_MESSAGE_CHARS
 from mentor.tools.registry import PLANNING_ORDER
 from mentor.tools.wording import PlanContext, PlannedCall
+from mentor.understanding.numerals import digits
 
 __all__ = ["MAX_HISTORY_CHARS", "MAX_QUESTION_CHARS", "PlannedCall", "plan_tools"]
 
@@ -32,19 +33,31 @@ def plan_tools(question: str, history: tuple[str, ...] = (), *, kind: str = "") 
     80GB GPU?" asks for a figure, "how does ZeRO help on 80GB GPUs?" does not).
 
     A follow-up that changes one number ("and on 256 GPUs instead?") is planned as the earlier question with
-    the new number first, so the new value wins wherever both appear.
+    the new number first, so the new value wins wherever both appear. Numbers written in words are read as their
+    digits ("a seventy billion model on eight GPUs").
     """
-    question = _clip(question, MAX_QUESTION_CHARS)
-    history = _recent(history, MAX_HISTORY_CHARS)
+    said = _clip(question, MAX_QUESTION_CHARS)
+    question = digits(said)
+    history = tuple(digits(text) for text in _recent(history, MAX_HISTORY_CHARS))
     plan = _plan(question, history, kind)
     # A follow-up may lean on the previous question: with a number, for the previous calculation or for the rule the
     # previous question asked about ("what's the Chinchilla rule?" then "for a 20B model then?"); naming what to
     # compute, for the previous calculation.
     if plan or not history:
         return plan
-    if re.search(r"\d", question) or (NAMES_A_FIGURE.search(question) and _plan(history[-1], history[:-1], kind)):
+    if re.search(r"\d", question):
+        joined = _plan(f"{question} {history[-1]}", history[:-1], kind)
+        # A number written in words is an argument only if it changes the calculation: "and for seventy billion?"
+        # does, the "one" of "which one is bigger?" does not.
+        typed = re.search(r"\d", said)
+        return joined if typed or _calls(joined) != _calls(_plan(history[-1], history[:-1], kind)) else []
+    if NAMES_A_FIGURE.search(question) and _plan(history[-1], history[:-1], kind):
         return _plan(f"{question} {history[-1]}", history[:-1], kind)
     return plan
+
+
+def _calls(plan: list[PlannedCall]) -> list[tuple[str, dict]]:
+    return [(call.name, call.arguments) for call in plan]
 
 
 def _clip(text: str, limit: int) -> str:

@@ -36,7 +36,8 @@ from sklearn.model_selection import cross_val_predict
 from mentor.errors import InvalidInput
 from mentor.text.tokens import stems
 from mentor.understanding.examples import FOLDS
-from mentor.understanding.lexicon import QUANTITY, number_words
+from mentor.understanding.lexicon import QUANTITY
+from mentor.understanding.numerals import number_words
 from mentor.understanding.spelling import Speller, english_correction, frequency
 
 # "1F1B", "fp8", "don't", and a dotted name as one word ("llama.cpp", "torch.compile", "llm.int8"; not "e.g"); a

@@ -19,7 +19,6 @@ from mentor.text.tokens import stems
 WORD = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")  # a word as the glossary and the speller read it: "torch_dtype" is one
 QUANTITY = re.compile(r"\d+(?:\.\d+)?[A-Za-z]{0,3}")  # "30B", "80GB", "4k": a number and its unit, not a word
 COMPOUND = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")  # "over-train", "weight-only": also written as one word
-NUMBERS_SPELT = (*range(100), *(10**k for k in (2, 3, 6, 9, 12)))  # every number word is in one of these spelt out
 LONGEST = 4  # words in the longest glossary term a learner writes ("one token at a time" is five: it is its own key)
 
 
@@ -72,15 +71,6 @@ class Lexicon:
         """`text` with what its glossary terms stand for added in brackets: "z3?" -> "z3? (ZeRO stage 3)"."""
         found = self.expansions(text)
         return f"{text} ({', '.join(found)})" if found else text
-
-
-@functools.cache
-def number_words() -> frozenset[str]:
-    """The words English writes numbers with ("seventy", "thirteen", "billion"), as num2words spells them: a
-    quantity, like "70B", not a topic. Built on first use (num2words is imported only then)."""
-    from num2words import num2words
-
-    return frozenset(word for number in NUMBERS_SPELT for word in WORD.findall(num2words(number)))
 
 
 def _key(term: str) -> str:
