@@ -18,6 +18,7 @@ from mentor.tools.allocation import recognise_compare_allocations
 from mentor.tools.fit import recognise_memory_fit
 from mentor.tools.registry import PLANNING_ORDER
 from mentor.tools.wording import PlanContext, PlannedCall
+from mentor.understanding.numerals import digits
 
 GB = 10**9
 NONE = PlanContext()
@@ -326,7 +327,8 @@ def test_the_gpus_may_come_from_earlier_in_the_conversation() -> None:
         "num_gpus 4 from earlier in this conversation",
         "workload training from earlier in this conversation",
     )
-    served = PlanContext(earlier="can I serve a 70B model on two 48GB cards in 8-bit?")
+    # The planner hands its recognisers numbers in digits, those written in words included.
+    served = PlanContext(earlier=digits("can I serve a 70B model on two 48GB cards in 8-bit?"))
     call = only_fit("and would a 34B model fit?", served)
     assert call.arguments == {"params": "34B", "gpu_memory_gb": "48", "num_gpus": 2, "workload": "inference", "bits": 8}
 

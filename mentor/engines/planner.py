@@ -39,7 +39,7 @@ def plan_tools(question: str, history: tuple[str, ...] = (), *, kind: str = "") 
     said = _clip(question, MAX_QUESTION_CHARS)
     question = digits(said)
     history = tuple(digits(text) for text in _recent(history, MAX_HISTORY_CHARS))
-    plan = _plan(question, history, kind)
+    plan = _plan(question, history, kind, written=said)
     # A follow-up may lean on the previous question: with a number, for the previous calculation or for the rule the
     # previous question asked about ("what's the Chinchilla rule?" then "for a 20B model then?"); naming what to
     # compute, for the previous calculation.
@@ -80,9 +80,9 @@ def _recent(history: tuple[str, ...], limit: int) -> tuple[str, ...]:
     return tuple(reversed(kept))
 
 
-def _plan(question: str, history: tuple[str, ...], kind: str) -> list[PlannedCall]:
+def _plan(question: str, history: tuple[str, ...], kind: str, *, written: str = "") -> list[PlannedCall]:
     """The first recogniser's answer, in planning order: its call or calls, or an empty plan when it stops."""
-    context = PlanContext(earlier=" ".join(history), kind=kind)
+    context = PlanContext(earlier=" ".join(history), kind=kind, written=written)
     for calculator in PLANNING_ORDER:
         if calculator.recognise is None:
             continue

@@ -327,12 +327,9 @@ GPU_NAME = (
     rf"(?:geforce\s*)?{CONSUMER}|mi\d{{3}}x?)"
 )
 CARD = r"(?:gpus?|cards?|devices?|accelerators?)"
-NUMBER_WORDS = {
-    "a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "both": 2, "pair of": 2, "couple of": 2, "three": 3,
-    "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-    "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "thirty two": 32, "sixty four": 64,
-}  # fmt: skip
-# A count in digits or in words; the longer words first ("sixteen" before "six"), spaces as any gap.
+# A count in digits or in these words; numbers written in words reach the recognisers in digits, but for one alone,
+# a pronoun as often (`mentor.understanding.numerals`). The longer words first, spaces as any gap.
+NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "single": 1, "both": 2, "pair of": 2, "couple of": 2}
 WORD_COUNT = "|".join(
     word.replace(" ", r"[\s-]*") for word in sorted(NUMBER_WORDS, key=lambda word: (-len(word), word))
 )
@@ -376,10 +373,11 @@ FOLLOW_UP = re.compile(
     r"|\binstead\W*$",
     re.I,
 )
-# The bare count a follow-up may end on, in words only ("what about with two?"; "what about 40?" could be GB).
+# The bare count a follow-up may end on, written in words ("what about with two?", read in digits; "what about 40?"
+# as written could be GB).
 BARE_COUNT = re.compile(
     rf"^\W*(?:and\s+)?(?:what|how)\s+about\s+(?:(?:on|with|using|across|over)\s+)?(?:(?:just|only)\s+)?"
-    rf"({WORD_COUNT})\W*$",
+    rf"(\d{{1,5}}|{WORD_COUNT})\W*$",
     re.I,
 )
 NEW_QUESTION = re.compile(
@@ -409,13 +407,15 @@ def _gpu_memory(text: str) -> str | None:
     return None
 
 
-def _gpu_count(text: str, *, follow_up: bool = False) -> int | None:
-    """The number of GPUs named in `text`, if any: "4×H100" is 4, "a 24 GB GPU" is 1, "four of them" 4, and in
-    a follow-up, "what about two?" 2."""
+def _gpu_count(text: str, *, follow_up: bool = False, written: str = "") -> int | None:
+    """The number of GPUs named in `text`, if any: "4×H100" is 4, "a 24 GB GPU" is 1, "4 of them" 4, and in a
+    follow-up the learner `written` in words, "what about two?" 2."""
     match = OF_THEM.search(text) or GPU_COUNT.search(text) or (BARE_COUNT.search(text) if follow_up else None)
     if match is None:
         return None
     word = next(group for group in match.groups() if group).lower()
+    if match.re is BARE_COUNT and word.isdigit() and (not written or re.search(r"\d", written)):
+        return None  # typed as digits, a bare number could be GB
     return int(word) if word.isdigit() else NUMBER_WORDS[re.sub(r"[\s-]+", " ", word)]
 
 
@@ -445,7 +445,7 @@ def _followed_fit(text: str, context: PlanContext) -> PlannedCall | None:
     if not context.earlier or not FOLLOW_UP.search(text) or NEW_QUESTION.search(text):
         return None
     changed = (
-        _gpu_count(text, follow_up=True) is not None
+        _gpu_count(text, follow_up=True, written=context.written) is not None
         or _gpu_memory(text) is not None
         or find_params(text) is not None
         or first(ZERO_STAGE, text) is not None
@@ -472,7 +472,7 @@ def recognise_memory_fit(text: str, context: PlanContext) -> Recognised:
     params, assumed = context.params_or_assume(text, allow_example=False)
     if not params:
         return _asked_for(text, context)
-    memory, gpus = _gpu_memory(text), _gpu_count(text, follow_up=follow_up)
+    memory, gpus = _gpu_memory(text), _gpu_count(text, follow_up=follow_up, written=context.written)
     if memory is None or follow_up:
         # The GPUs of an earlier question ("and will a 13B model fit?"): their memory, and their count unless named.
         if memory is None:

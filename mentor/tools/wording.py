@@ -66,11 +66,13 @@ class PlannedCall:
 
 @dataclass(frozen=True, slots=True)
 class PlanContext:
-    """What a recogniser may lean on besides the question: the conversation's earlier questions, joined, and the
-    kind of answer the reader read the question as wanting (`mentor.understanding.reading.KINDS`; "" unread)."""
+    """What a recogniser may lean on besides the question: the conversation's earlier questions, joined, the kind of
+    answer the reader read the question as wanting (`mentor.understanding.reading.KINDS`; "" unread), and the
+    question as written ("" unknown)."""
 
     earlier: str = ""
     kind: str = ""
+    written: str = ""  # the question as the learner wrote it, numbers in words as words (the text has them in digits)
 
     def params_or_assume(self, text: str, *, allow_example: bool = True) -> tuple[str | None, tuple[str, ...]]:
         """The model size in `text`, else from earlier turns, else the worked example's; and what was assumed."""

@@ -3,9 +3,10 @@ param model" -> "a 70 billion param model", "on eight GPUs" -> "on 8 GPUs", "ZeR
 
 The words are num2words' own: its spelling of 1-99, of the powers of ten and of a decimal point, so no number word
 is typed here (num2words is imported on first use). Zero is left out of the runs read as digits: the word is the
-module's ZeRO far more often than a count. A number is valued as it is spoken ("one hundred and twenty-eight" is
+module's ZeRO far more often than a count, and so is one standing alone: it is a pronoun as often ("which one is
+better?", "on one GPU" reads the same either way: one GPU is every calculator's default). A number is valued as it is spoken ("one hundred and twenty-eight" is
 128, "one point four trillion" 1.4 trillion); words side by side that are no one number are several ("one eighty GB"
-is "1 80 GB"), and a word that starts none ("point", a scale counting nothing: "1.3 billion") stays as written.
+is "one 80 GB"), and a word that starts none ("point", a scale counting nothing: "1.3 billion") stays as written.
 
 Read where numbers are needed, never in place of the learner's words: the calculators' plan
 (`mentor.engines.planner`) and the grounding check's evidence (`mentor.grounding`).
@@ -69,15 +70,15 @@ def digits(text: str) -> str:
 
 
 def _written(run: str, words: _Words) -> str:
-    """A run of number words with each number in it in digits, the longest from each word on ("one eighty" ->
-    "1 80"); a word that starts none ("point") stays."""
+    """A run of number words with each number in it in digits, the longest from each word on ("two eighty" ->
+    "2 80"); a word that starts none ("point"), and one alone, stay."""
     pieces = re.split(r"([\s-]+)", run)
     tokens, gaps = pieces[::2], [*pieces[1::2], ""]
     out, at = [], 0
     while at < len(tokens):
         for end in range(min(len(tokens), at + LONGEST), at, -1):
             number = _valued(tokens[at:end], words)
-            if number is not None:
+            if number is not None and number != "1":  # one alone stays: "which one", "the one to use"
                 out.append(number + gaps[end - 1])
                 at = end
                 break
