@@ -77,6 +77,13 @@ def test_one_good_sentence_is_not_padded(runtime) -> None:
     assert answered.answer.coverage == "full"
 
 
+def test_a_sentence_nearly_as_relevant_that_answers_a_word_the_best_leaves_out_joins_it(runtime) -> None:
+    """The tensor-parallel row answers "tensor parallel" ("keep on NVLink"), not "across nodes"; the pipeline row,
+    a little less relevant, does ("cross-node scaling"). Before, the row came alone."""
+    quoted = " ".join(quotes(ask(runtime, "does tensor parallel scale across nodes?").answer.text))
+    assert "keep on NVLink" in quoted and "cross-node scaling" in quoted
+
+
 def test_what_a_topic_is_based_on_is_answered_by_its_reading_list_row(runtime) -> None:
     answered = ask(runtime, "the scaling laws part, what is it based on?")
     assert not answered.answer.out_of_scope

@@ -299,6 +299,11 @@ def select(
         # A part whose best unit is only fairly relevant may be answered by the next one instead: take both.
         margin = RUNNER_UP if best >= SURE else UNSURE_RUNNER_UP
         close = [c for value, c in ranked if value >= max(part_floor, best - margin)]
+        # A unit nearly as relevant that answers a word of the part the best leaves out goes next ("can I combine it
+        # with tensor parallel?": the tensor-parallel row, then "real runs combine them").
+        left = set(part.terms) - ranked[0][1].terms
+        adds = [c for value, c in ranked[1:] if value >= max(part_floor, best - UNSURE_RUNNER_UP) and c.terms & left]
+        close = [close[0], *adds, *(c for c in close[1:] if not any(c is a for a in adds))]
         # A unit as good as the part's best is quoted already ("what does bf16 give up compared with fp32?": the
         # bf16 unit naming fp32 answers both sides): it answers this part too, and more would only pad it.
         taken = per_part if any(_key(c) in chosen for c in close) else 0
