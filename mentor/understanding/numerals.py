@@ -1,12 +1,13 @@
 """Numbers written in words: which words write them, and the digits a run of them stands for ("a seventy billion
 param model" -> "a 70 billion param model", "on eight GPUs" -> "on 8 GPUs", "ZeRO-three" -> "ZeRO-3").
 
-The words are num2words' own: its spelling of 1-99, of the powers of ten and of a decimal point, so no number word
-is typed here (num2words is imported on first use). Zero is left out of the runs read as digits: the word is the
-module's ZeRO far more often than a count, and so is one standing alone: it is a pronoun as often ("which one is
-better?", "on one GPU" reads the same either way: one GPU is every calculator's default). A number is valued as it is spoken ("one hundred and twenty-eight" is
-128, "one point four trillion" 1.4 trillion); words side by side that are no one number are several ("one eighty GB"
-is "one 80 GB"), and a word that starts none ("point", a scale counting nothing: "1.3 billion") stays as written.
+The words are num2words' own: its spelling of 1-99, of the powers of ten, of a decimal point and of the joiner in
+"one hundred and one", so no number word is typed here (num2words is imported on first use). Zero is left as written:
+the word is the module's ZeRO far more often than a count. So is one standing alone, a pronoun as often ("which one
+is better?"; "on one GPU" means the same either way, one GPU being every calculator's default). A number is valued as
+it is spoken ("one hundred and twenty-eight" is 128, "one point four trillion" 1.4 trillion); words side by side that
+are no one number are several ("two eighty GB" is "2 80 GB"), and a word that starts none ("point", a scale counting
+nothing: "1.3 billion") stays as written.
 
 Read where numbers are needed, never in place of the learner's words: the calculators' plan
 (`mentor.engines.planner`) and the grounding check's evidence (`mentor.grounding`).
