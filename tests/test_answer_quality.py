@@ -84,6 +84,13 @@ def test_a_sentence_nearly_as_relevant_that_answers_a_word_the_best_leaves_out_j
     assert "keep on NVLink" in quoted and "cross-node scaling" in quoted
 
 
+def test_a_word_inside_a_concept_the_module_lacks_credits_no_sentence(runtime) -> None:
+    """A learner's "gpt.int4" is no int4: before, the int4 sentence alone was quoted; "like awq" asks for AWQ's."""
+    answered = ask(runtime, "does gpt.int4 keep the quantization error low like awq?")
+    assert "“gpt.int4”" in answered.answer.text
+    assert "AWQ protects salient channels" in " ".join(quotes(answered.answer.text))
+
+
 def test_what_a_topic_is_based_on_is_answered_by_its_reading_list_row(runtime) -> None:
     answered = ask(runtime, "the scaling laws part, what is it based on?")
     assert not answered.answer.out_of_scope

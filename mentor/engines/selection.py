@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -276,6 +276,13 @@ def select(
     unanswered: list[Part] = []
     for part, vector in zip(parts, part_vectors, strict=True):
         part_floor = max(floor, STRICT) if lacking & set(part.words) else floor
+        if lacking & set(part.words):
+            # The words of a concept the module lacks name that concept, not the module's ("int8" in "llm.int8").
+            part = replace(
+                part,
+                terms=tuple(t for t in part.terms if t not in lacking),
+                pairs=tuple(pair for pair in part.pairs if not lacking & set(pair)),
+            )
         scores = {_key(c): score(c, part, vector, profile) for c in pool}
         leads = scores  # how a fragment's sentence is judged: as relevant as it is to the question
         if rule is not None:
