@@ -108,6 +108,9 @@ def consult(
             asked = " ".join(p.text for p, r in searched if r.in_scope)
     if reading.question and reading.lacking and not retrieval.in_scope:
         retrieval = _beside_a_subject(retriever, reading, module_id, top_k) or retrieval
+    if not retrieval.in_scope:
+        # "hi there i was wondering why bf16 is preferred over fp16": chat glued to the question dilutes it.
+        reading, retrieval = _unglued(retriever, reader, reading, module_id, top_k) or (reading, retrieval)
     by_part = [(p.text, pointed(p.vector)) for p in reading.parts]
     sent = tuple(text for text, found in by_part if found)
     if sent:
@@ -167,6 +170,23 @@ def _search(retriever: Retriever, query: str, reading: Reading, module_id: str, 
         return with_chunks(retrieval, [c for c in index.chunks if describes_module(c)], module_id)
     retrieval = without_boilerplate(retrieval)
     return replace(retrieval, passages=retrieval.passages[:top_k])
+
+
+def _unglued(
+    retriever: Retriever, reader: Reader, reading: Reading, module_id: str, top_k: int
+) -> tuple[Reading, Retrieval] | None:
+    """The message read as the question the module answers best once chat glued to it is cut off, with its
+    passages, if the module covers it (`Reader.glued`); None otherwise."""
+    words = retriever.modules[module_id].words
+    searched = [
+        (retriever.search(read, module_id, top_k, vector=vector), written)
+        for written, read, vector in reader.glued(reading, words)
+    ]
+    found, written = max(searched, key=lambda pair: pair[0].relevance, default=(None, ""))
+    if found is None or not found.in_scope:
+        return None
+    unglued = replace(reader.read(written, previous=reading.previous, words=words), message=reading.message)
+    return unglued, _search(retriever, unglued.query, unglued, module_id, top_k)
 
 
 def _beside_a_subject(retriever: Retriever, reading: Reading, module_id: str, top_k: int) -> Retrieval | None:

@@ -51,6 +51,11 @@ SEARCH_FLOOR = 0.05
 # on 120 orders joined to example questions by a space, it finds 82% of the joins (63% exactly where they were
 # joined), and cuts none of 240 example questions and orders (at 0.3: 88%, 68%, and 0.4% cut).
 CUT_FLOOR = 0.4
+# Chat glued to a question with no mark between ("hi there i was wondering why bf16 ...", "how does pipeline parallel
+# work thanks in advance") may be cut off where one side reads as chat and the other as a question, the product at
+# least this (`Reader.glued`).
+GLUED_FLOOR = 0.5
+GLUED_WORDS = 10  # words of chat glued at most ("sorry if this is a silly question but" is eight)
 BESIDE_FLOOR = 0.5  # a piece this likely an order, beside one surely asking, makes the message one that may instruct
 MIN_SEARCHED = 4  # words: a shorter piece is one thing
 PART_FLOOR = 0.8  # a comma parts two questions when each side reads as a question this surely ...
@@ -338,6 +343,61 @@ class Reader:
         part = self._part(text, [piece], reading.vector, words)
         clauses = tuple(Clause(c.text, QUESTION, c.confidence) for c in reading.clauses)
         return replace(reading, clauses=clauses, parts=(part,), question=text, query=text, social="")
+
+    def glued(self, reading: Reading, words: ModuleWords) -> list[tuple[str, str, np.ndarray]]:
+        """The questions the message may hold once chat glued to it by no mark is cut off ("sorry to bother you but
+        | how does pipeline parallel work", "how does pipeline parallel work | thanks in advance"): each as written,
+        as read and its vector; none when no chat is glued.
+
+        Asked of a message read as out of scope (`mentor.consult` searches each and reads the one the module
+        answers best): the chat dilutes what the question asks. Every word boundary of its first clause is a
+        candidate for chat then the question, and of its last for the question then chat, all read in one forward
+        pass; a cut fits when one side reads as chat and names nothing of the module (one word of it is social:
+        "thanks"), and the other reads as a question, the product at least `GLUED_FLOOR`. A message that may
+        instruct is not cut here: orders have their own cut."""
+        if reading.guarded or not reading.question:
+            return []
+        text = normalise(reading.message).strip()
+        starts = [m.start() for m in WORD_START.finditer(text)][1:]
+        if len(starts) + 1 < MIN_SEARCHED:
+            return []
+        clauses = split_clauses(text) or [text]
+        first_ends, last_starts = text.find(clauses[0]) + len(clauses[0]), text.rfind(clauses[-1])
+        # (chat, question) pairs, chat before the question inside the first clause or after it inside the last: a side
+        # naming something of the module is no chat, and a question naming nothing of it is not one the module
+        # answers better without the chat (an off-topic message costs no forward pass)
+        sides = [((text[:cut].rstrip(), text[cut:]), cut < first_ends) for cut in starts]
+        sides += [((text[cut:], text[:cut].rstrip()), cut > last_starts) for cut in starts]
+        pairs = [
+            (chat, question)
+            for (chat, question), inside in sides
+            if inside
+            and len(chat.split()) <= GLUED_WORDS
+            and not words.names_something(chat)
+            and words.names_something(question)
+        ]
+        if not pairs:
+            return []
+        # The chat sides first, short and cheap; the questions beside those that read as chat next.
+        acts = self.decisions.acts
+        said = list(dict.fromkeys(chat for chat, _ in pairs))
+        vectors = self._embed([words.read(chat)[0] for chat in said])
+        chatty = acts.probabilities(said, vectors)[:, acts.labels.index(CHATTER)]
+        # One word of chat is a greeting, a thanks or a goodbye ("thanks how do i ..."), never the first word of the
+        # question ("do | scaling laws still hold ...?").
+        chat = {
+            side: float(p)
+            for side, p, vector in zip(said, chatty, vectors, strict=True)
+            if p >= GLUED_FLOOR and (" " in side or self._social(side, vector))
+        }
+        asked = list(dict.fromkeys(question for side, question in pairs if side in chat))
+        if not asked:
+            return []
+        read = [words.read(question)[0] for question in asked]
+        vectors = self._embed(read)
+        asks = dict(zip(asked, acts.probabilities(read, vectors)[:, acts.labels.index(QUESTION)], strict=True))
+        kept = {q for side, q in pairs if side in chat and chat[side] * asks[q] >= GLUED_FLOOR}
+        return [(q, r, v) for q, r, v in zip(asked, read, vectors, strict=True) if q in kept]
 
     def _parted(self, before: _Piece, after: _Piece) -> bool:
         """True when a comma ends a question of its own and begins another ("which paper for Chinchilla, and who
