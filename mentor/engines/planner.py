@@ -57,6 +57,7 @@ def plan_tools(question: str, history: tuple[str, ...] = (), *, kind: str = "") 
 
 
 def _calls(plan: list[PlannedCall]) -> list[tuple[str, dict]]:
+    """What a plan computes: each calculator and its arguments (what it assumed aside)."""
     return [(call.name, call.arguments) for call in plan]
 
 

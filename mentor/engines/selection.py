@@ -276,14 +276,17 @@ def select(
     unanswered: list[Part] = []
     for part, vector in zip(parts, part_vectors, strict=True):
         part_floor = max(floor, STRICT) if lacking & set(part.words) else floor
-        if lacking & set(part.words):
-            # The words of a concept the module lacks name that concept, not the module's ("int8" in "llm.int8").
-            part = replace(
+        # The words of a concept the module lacks name that concept, not the module's ("int8" in "llm.int8").
+        asked = (
+            replace(
                 part,
                 terms=tuple(t for t in part.terms if t not in lacking),
                 pairs=tuple(pair for pair in part.pairs if not lacking & set(pair)),
             )
-        scores = {_key(c): score(c, part, vector, profile) for c in pool}
+            if lacking
+            else part
+        )
+        scores = {_key(c): score(c, asked, vector, profile) for c in pool}
         leads = scores  # how a fragment's sentence is judged: as relevant as it is to the question
         if rule is not None:
             stated = {key: score(by_key[key], *rule, profile) for key in scores}
@@ -308,7 +311,7 @@ def select(
         close = [c for value, c in ranked if value >= max(part_floor, best - margin)]
         # A unit nearly as relevant that answers a word of the part the best leaves out goes next ("can I combine it
         # with tensor parallel?": the tensor-parallel row, then "real runs combine them").
-        left = set(part.terms) - ranked[0][1].terms
+        left = set(asked.terms) - ranked[0][1].terms
         adds = [c for value, c in ranked[1:] if value >= max(part_floor, best - UNSURE_RUNNER_UP) and c.terms & left]
         close = [close[0], *adds, *(c for c in close[1:] if not any(c is a for a in adds))]
         # A unit as good as the part's best is quoted already ("what does bf16 give up compared with fp32?": the
