@@ -109,7 +109,7 @@ def consult(
     if reading.question and reading.lacking and not retrieval.in_scope:
         retrieval = _beside_a_subject(retriever, reading, module_id, top_k) or retrieval
     if not retrieval.in_scope:
-        # "hi there i was wondering why bf16 is preferred over fp16": chat glued to the question dilutes it.
+        # "hey quick question tl;dr on the memory hog thing": chat glued to the question dilutes it.
         reading, retrieval = _unglued(retriever, reader, reading, module_id, top_k) or (reading, retrieval)
     by_part = [(p.text, pointed(p.vector)) for p in reading.parts]
     sent = tuple(text for text, found in by_part if found)

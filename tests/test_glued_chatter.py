@@ -1,6 +1,6 @@
-"""Chat glued to a question with no mark between them ("hi there i was wondering why bf16 is preferred over fp16",
-"how does pipeline parallel work thanks in advance") is answered as the question alone is, and glued to an
-off-topic question it makes nothing in scope.
+"""Chat glued to a question with no mark between them ("hey quick question tl;dr on the memory hog thing", "how does
+pipeline parallel work thanks in advance") is answered as the question alone is, and glued to an off-topic question
+it makes nothing in scope.
 
 The questions are generated: every question the robustness sweeps rewrite (single-turn, in-scope dev cases) that
 is answered bare, with one opener or closer below glued to it (lower case, its final mark kept), taken in turn;

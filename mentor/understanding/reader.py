@@ -51,9 +51,9 @@ SEARCH_FLOOR = 0.05
 # on 120 orders joined to example questions by a space, it finds 82% of the joins (63% exactly where they were
 # joined), and cuts none of 240 example questions and orders (at 0.3: 88%, 68%, and 0.4% cut).
 CUT_FLOOR = 0.4
-# Chat glued to a question with no mark between ("hi there i was wondering why bf16 ...", "how does pipeline parallel
-# work thanks in advance") may be cut off where one side reads as chat and the other as a question, the product at
-# least this (`Reader.glued`).
+# Chat glued to a question with no mark between ("hey quick question tl;dr on the memory hog thing", "how does
+# pipeline parallel work thanks in advance") may be cut off where one side reads as chat and the other as a question,
+# the product at least this (`Reader.glued`).
 GLUED_FLOOR = 0.5
 GLUED_WORDS = 10  # words of chat glued at most ("sorry if this is a silly question but" is eight)
 BESIDE_FLOOR = 0.5  # a piece this likely an order, beside one surely asking, makes the message one that may instruct
