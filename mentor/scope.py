@@ -126,7 +126,14 @@ class ScopeExamples:
         """
         if path is None or not path.is_file():
             if path is not None:
-                log.info("no scope examples at %s: scope is decided by similarity and topic words alone", path)
+                # A relative default read from another directory is the usual cause: the threshold was calibrated
+                # with the examples' margin, and without it covered questions ("what is ZeRO?") read out of scope.
+                log.warning(
+                    "no scope examples at %s (resolved from %s): scope is decided by similarity and topic words "
+                    "alone, below the calibrated threshold for covered questions; set MENTOR_SCOPE_EXAMPLES",
+                    path,
+                    path.resolve().parent,
+                )
             return cls()
         labelled = load_labelled(path)
         texts = "\x1e".join(f"{row.module_id}\x1f{read(row.module_id, row.question)}" for row in labelled)

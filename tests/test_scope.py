@@ -36,3 +36,17 @@ def test_example_vectors_are_cached_and_a_damaged_cache_is_rebuilt(embedder, tmp
 
     ScopeExamples.build(labelled[:30], embedder, cache_dir=tmp_path)  # other texts: another file
     assert len(list(tmp_path.glob("scope-examples-*.npy"))) == 2
+
+
+def test_missing_scope_examples_are_reported_as_a_warning_naming_where_they_were_looked_for(
+    embedder, tmp_path, caplog
+) -> None:
+    """A relative default read from another directory leaves the scope decision without its example margin, which
+    the threshold was calibrated with: covered questions then read out of scope. It is said loudly, not at INFO."""
+    missing = tmp_path / "nowhere" / "scope.jsonl"
+    with caplog.at_level("WARNING", logger="mentor.scope"):
+        examples = ScopeExamples.load(missing, embedder)
+    assert not examples.modules
+    (record,) = [r for r in caplog.records if r.name == "mentor.scope"]
+    assert record.levelname == "WARNING" and str(missing) in record.getMessage()
+    assert "MENTOR_SCOPE_EXAMPLES" in record.getMessage()
