@@ -87,3 +87,18 @@ def test_held_out_chat_glued_to_a_covered_question_does_not_make_it_refused(runt
     wrongly = [message for message in messages if refused(runtime, message)]
     print(f"\nheld-out chat glued: {len(wrongly)} of {len(messages)} refused")
     assert len(wrongly) <= 1, wrongly  # 2 of 128 before the cut, 1 of 128 after
+
+
+def test_a_cut_takes_off_chat_and_never_a_word_of_the_question(runtime) -> None:
+    """One word cut off is chat only when it greets, thanks or says goodbye ("do | scaling laws still hold ...?" was
+    cut on the held-out split and answered with data-parallel lines); a side naming a module word is no chat."""
+    catalog = runtime.chat.catalog
+    words = catalog.retriever.modules[MODULE_ID].words
+
+    def cuts(message: str) -> list[str]:
+        return [written for written, _, _ in catalog.reader.glued(catalog.reader.read(message, words=words), words)]
+
+    assert "how does the pipeline bubble shrink" in cuts("thanks how does the pipeline bubble shrink")
+    assert not any(cut.startswith("scaling laws") for cut in cuts("do scaling laws still hold for repeated data?"))
+    assert "what does stage 2 add" not in cuts("zero stage 1 is clear what does stage 2 add")
+    assert cuts("how long should I boil an egg for a runny yolk") == []  # naming nothing of the module: no pass
