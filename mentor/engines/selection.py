@@ -276,16 +276,7 @@ def select(
     unanswered: list[Part] = []
     for part, vector in zip(parts, part_vectors, strict=True):
         part_floor = max(floor, STRICT) if lacking & set(part.words) else floor
-        # The words of a concept the module lacks name that concept, not the module's ("int8" in "llm.int8").
-        asked = (
-            replace(
-                part,
-                terms=tuple(t for t in part.terms if t not in lacking),
-                pairs=tuple(pair for pair in part.pairs if not lacking & set(pair)),
-            )
-            if lacking
-            else part
-        )
+        asked = _as_scored(part, lacking)
         scores = {_key(c): score(c, asked, vector, profile) for c in pool}
         leads = scores  # how a fragment's sentence is judged: as relevant as it is to the question
         if rule is not None:
@@ -305,15 +296,7 @@ def select(
         if not ranked or ranked[0][0] < part_floor:
             unanswered.append(part)
             continue
-        best = ranked[0][0]
-        # A part whose best unit is only fairly relevant may be answered by the next one instead: take both.
-        margin = RUNNER_UP if best >= SURE else UNSURE_RUNNER_UP
-        close = [c for value, c in ranked if value >= max(part_floor, best - margin)]
-        # A unit nearly as relevant that answers a word of the part the best leaves out goes next ("can I combine it
-        # with tensor parallel?": the tensor-parallel row, then "real runs combine them").
-        left = set(asked.terms) - ranked[0][1].terms
-        adds = [c for value, c in ranked[1:] if value >= max(part_floor, best - UNSURE_RUNNER_UP) and c.terms & left]
-        close = [close[0], *adds, *(c for c in close[1:] if not any(c is a for a in adds))]
+        close = _close(ranked, asked, part_floor)
         # A unit as good as the part's best is quoted already ("what does bf16 give up compared with fp32?": the
         # bf16 unit naming fp32 answers both sides): it answers this part too, and more would only pad it.
         taken = per_part if any(_key(c) in chosen for c in close) else 0
@@ -334,6 +317,28 @@ def select(
         _each_name(part, ranked, chosen, by_key, limit=limit, floor=floor)
     ordered = sorted(chosen.values(), key=lambda c: (c.passage.position, c.unit.index))
     return Selection(ordered, unanswered)
+
+
+def _as_scored(part: Part, lacking: frozenset[str]) -> Part:
+    """The part as units are scored for it: the words of a concept the module lacks name that concept, not the
+    module's ("int8" in "llm.int8"), and credit no unit."""
+    if not lacking:
+        return part
+    terms = tuple(t for t in part.terms if t not in lacking)
+    return replace(part, terms=terms, pairs=tuple(pair for pair in part.pairs if not lacking & set(pair)))
+
+
+def _close(ranked: Sequence[tuple[float, Candidate]], asked: Part, floor: float) -> list[Candidate]:
+    """The units that may answer a part beside its best (`ranked` first): those within `RUNNER_UP` of a sure best
+    or `UNSURE_RUNNER_UP` of a fairly relevant one; and first among them, one within `UNSURE_RUNNER_UP` that answers
+    a word of the part the best leaves out ("can I combine it with tensor parallel?": the tensor-parallel row, then
+    "real runs combine them")."""
+    best, first = ranked[0]
+    margin = RUNNER_UP if best >= SURE else UNSURE_RUNNER_UP
+    close = [c for value, c in ranked[1:] if value >= max(floor, best - margin)]
+    left = set(asked.terms) - first.terms
+    adds = [c for value, c in ranked[1:] if value >= max(floor, best - UNSURE_RUNNER_UP) and c.terms & left]
+    return [first, *adds, *(c for c in close if not any(c is a for a in adds))]
 
 
 def _each_name(
