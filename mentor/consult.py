@@ -93,6 +93,28 @@ def consult(
     retrieval = _search(retriever, reading.query, reading, module_id, top_k)
     if not reading.question and not reading.instructed and retrieval.in_scope:
         reading = reader.as_question(reading, index.words)  # terse, not chat: "zero in one sentence"
+    found = dict(retriever=retriever, module_id=module_id, top_k=top_k, pointed=pointed, said=said, history=history)
+    grounds = _grounded(reading, retrieval, **found)
+    if grounds.answerable or (unglued := _unglued(retriever, reader, reading, module_id, top_k)) is None:
+        return grounds
+    # "hey quick question tl;dr on the memory hog thing": chat glued to the question dilutes it.
+    return _grounded(*unglued, **found)
+
+
+def _grounded(
+    reading: Reading,
+    retrieval: Retrieval,
+    *,
+    retriever: Retriever,
+    module_id: str,
+    top_k: int,
+    pointed: Callable[[np.ndarray], tuple[Pointer, ...]],
+    said: str,
+    history: tuple[Turn, ...],
+) -> Grounds:
+    """The grounds of a message as read and first searched: its parts' passages, a concept beside a subject, where
+    the module sends it, and its calculators."""
+    index = retriever.modules[module_id]
     set_aside, asked = False, ""
     if len(reading.parts) > 1:
         searched = [(p, _search(retriever, p.text, reading, module_id, top_k, p.vector)) for p in reading.parts]
@@ -108,9 +130,6 @@ def consult(
             asked = " ".join(p.text for p, r in searched if r.in_scope)
     if reading.question and reading.lacking and not retrieval.in_scope:
         retrieval = _beside_a_subject(retriever, reading, module_id, top_k) or retrieval
-    if not retrieval.in_scope:
-        # "hey quick question tl;dr on the memory hog thing": chat glued to the question dilutes it.
-        reading, retrieval = _unglued(retriever, reader, reading, module_id, top_k) or (reading, retrieval)
     by_part = [(p.text, pointed(p.vector)) for p in reading.parts]
     sent = tuple(text for text, found in by_part if found)
     if sent:
@@ -176,7 +195,8 @@ def _unglued(
     retriever: Retriever, reader: Reader, reading: Reading, module_id: str, top_k: int
 ) -> tuple[Reading, Retrieval] | None:
     """The message read as the question the module answers best once chat glued to it is cut off, with its
-    passages, if the module covers it (`Reader.glued`); None otherwise."""
+    passages, if the module covers it (`Reader.glued`); None otherwise. Asked of a message that would be refused:
+    one that plans a calculation, or that the module sends elsewhere, is answered as written."""
     words = retriever.modules[module_id].words
     searched = [
         (retriever.search(read, module_id, top_k, vector=vector), written)

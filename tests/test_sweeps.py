@@ -27,8 +27,10 @@ from mentor.evaluate.sweeps import (
     format_table,
     generate_variants,
     run_sweeps,
+    same_section,
     sweep_cases,
 )
+from mentor.evaluate.sweeps import Reading as SweepReading
 
 from .conftest import MODULE_ID, ROOT
 
@@ -190,3 +192,13 @@ def test_sweeps_meet_the_targets(runtime, dev_cases: list[Case]) -> None:
     if switch.covered_n == 0 or (switch.covered_refused or 0) > COVERED_REFUSED_MAX:
         misses.append(f"topic_switch: covered_refused {switch.covered_refused} > {COVERED_REFUSED_MAX}")
     assert not misses, "\n".join(misses) + "\n\n" + format_table(report)
+
+
+def test_a_variant_answered_where_its_bare_question_is_refused_is_judged_by_the_sections_the_case_expects() -> None:
+    """Every swept question is in scope: a rewrite answered from an expected section, where the bare question is
+    refused, made nothing worse (before, it counted as moved); answered from another section, it did."""
+    refused, answered = SweepReading(True, (), False), SweepReading(False, ("why-it-matters",), False)
+    assert same_section(answered, refused, ("concept", "why-it-matters"))
+    assert not same_section(answered, refused, ("ref-quantization",))
+    assert not same_section(answered, refused)  # no expectation to judge by: refused iff the bare one was
+    assert same_section(refused, refused, ("concept",))

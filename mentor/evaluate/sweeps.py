@@ -13,8 +13,8 @@ Every rewrite is made by a seeded `random.Random` from the case's own question, 
   chat (it must be refused), or another covered question about other sections (it must be answered as it is bare).
 
 Only single-turn, in-scope dev cases of `SWEPT_CATEGORIES` are rewritten; each variant is asked in a conversation of
-its own and compared with the answer to its bare question (`same_section`), and read for whether the engine took it
-as instructions (`flagged`).
+its own and compared with the answer to its bare question (`same_section`; where the bare question is refused, with
+the sections the case expects), and read for whether the engine took it as instructions (`flagged`).
 """
 
 from __future__ import annotations
@@ -382,8 +382,12 @@ def generate_variants(cases: Sequence[Case], seed: int = DEFAULT_SEED) -> list[V
     return variants + off_topic_switches(swept, seed) + covered_switches(swept, seed)
 
 
-def same_section(reading: Reading, bare: Reading) -> bool:
-    """Refused iff the bare question was; when answered, at least one section the bare answer cited."""
+def same_section(reading: Reading, bare: Reading, expected: Sequence[str] = ()) -> bool:
+    """Refused iff the bare question was; when answered, at least one section the bare answer cited. A swept
+    question is in scope: when the bare one was refused, a variant answered from a section the case expects
+    (`expected`) is no worse for the rewrite."""
+    if bare.refused and not reading.refused and expected:
+        return bool(set(reading.sections) & set(expected))
     if reading.refused or bare.refused:
         return reading.refused == bare.refused
     if not bare.sections:  # a calculator's result alone, citing nothing: matched by an answer citing nothing
@@ -458,6 +462,7 @@ async def run_sweeps(
     swept = sweep_cases(cases, module_id)
     ask = Asker(chat, module_id, on_answer)
     bare: dict[str, Reading] = {}
+    expected = {case.question: case.expect.sections for case in swept}
     for case in swept:
         if case.question not in bare:
             bare[case.question] = read(await ask(case.question), case.question)
@@ -465,7 +470,7 @@ async def run_sweeps(
     for variant in generate_variants(swept, seed):
         reading = await ask.reading(variant)
         baseline = bare.get(variant.bare) if variant.bare is not None else None
-        compared = None if baseline is None else same_section(reading, baseline)
+        compared = None if baseline is None else same_section(reading, baseline, expected.get(variant.bare or "", ()))
         outcomes.append(Outcome(variant, reading, baseline, compared))
     kinds = tuple(summarise(kind, [o for o in outcomes if o.variant.kind == kind]) for kind in KINDS)
     elapsed = time.perf_counter() - started
