@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -93,12 +94,14 @@ def consult(
     retrieval = _search(retriever, reading.query, reading, module_id, top_k)
     if not reading.question and not reading.instructed and retrieval.in_scope:
         reading = reader.as_question(reading, index.words)  # terse, not chat: "zero in one sentence"
-    found = dict(retriever=retriever, module_id=module_id, top_k=top_k, pointed=pointed, said=said, history=history)
-    grounds = _grounded(reading, retrieval, **found)
+    grounded = partial(
+        _grounded, retriever=retriever, module_id=module_id, top_k=top_k, pointed=pointed, said=said, history=history
+    )
+    grounds = grounded(reading, retrieval)
     if grounds.answerable or (unglued := _unglued(retriever, reader, reading, module_id, top_k)) is None:
         return grounds
     # "hey quick question tl;dr on the memory hog thing": chat glued to the question dilutes it.
-    return _grounded(*unglued, **found)
+    return grounded(*unglued)
 
 
 def _grounded(
