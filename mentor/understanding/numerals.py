@@ -122,7 +122,8 @@ def _integer(tokens: list[str], words: _Words) -> int | None:
                 return None
             # After a thousand or more, the joiner or a hundreds group goes on ("two thousand and forty-eight", "two
             # thousand three hundred"); "a seventy billion one" is a number and a pronoun.
-            if words.scales.get(last, 0) > 100 and words.scales.get(next(iter(tokens[at + 1 :]), ""), 0) != 100:
+            following = tokens[at + 1] if at + 1 < len(tokens) else ""
+            if words.scales.get(last, 0) > 100 and words.scales.get(following, 0) != 100:
                 return None
             current += value
         elif token == words.joiner and last in words.scales:

@@ -363,32 +363,26 @@ class Reader:
             return []
         clauses = split_clauses(text) or [text]
         first_ends, last_starts = text.find(clauses[0]) + len(clauses[0]), text.rfind(clauses[-1])
-        # (chat, question) pairs, chat before the question inside the first clause or after it inside the last: a side
-        # naming something of the module is no chat, and a question naming nothing of it is not one the module
-        # answers better without the chat (an off-topic message costs no forward pass)
-        sides = [((text[:cut].rstrip(), text[cut:]), cut < first_ends) for cut in starts]
-        sides += [((text[cut:], text[:cut].rstrip()), cut > last_starts) for cut in starts]
-        pairs = [
-            (chat, question)
-            for (chat, question), inside in sides
-            if inside
-            and len(chat.split()) <= GLUED_WORDS
-            and not words.names_something(chat)
-            and words.names_something(question)
-        ]
+        # (chat, question) pairs: at most `GLUED_WORDS` of chat, before the question inside the first clause or after
+        # it inside the last. A side naming something of the module is no chat, and a question naming nothing of it
+        # is not one the module answers better without the chat (an off-topic message costs no forward pass).
+        sides = [(text[:cut].rstrip(), text[cut:]) for cut in starts[:GLUED_WORDS] if cut < first_ends]
+        sides += [(text[cut:], text[:cut].rstrip()) for cut in starts[-GLUED_WORDS:] if cut > last_starts]
+        pairs = [(c, q) for c, q in sides if not words.names_something(c) and words.names_something(q)]
         if not pairs:
             return []
         # The chat sides first, short and cheap; the questions beside those that read as chat next.
         acts = self.decisions.acts
         said = list(dict.fromkeys(chat for chat, _ in pairs))
-        vectors = self._embed([words.read(chat)[0] for chat in said])
-        chatty = acts.probabilities(said, vectors)[:, acts.labels.index(CHATTER)]
+        heard = [words.read(chat)[0] for chat in said]
+        vectors = self._embed(heard)
+        chatty = acts.probabilities(heard, vectors)[:, acts.labels.index(CHATTER)]
         # One word of chat is a greeting, a thanks or a goodbye ("thanks how do i ..."), never the first word of the
         # question ("do | scaling laws still hold ...?").
         chat = {
             side: float(p)
-            for side, p, vector in zip(said, chatty, vectors, strict=True)
-            if p >= GLUED_FLOOR and (" " in side or self._social(side, vector))
+            for side, read_as, p, vector in zip(said, heard, chatty, vectors, strict=True)
+            if p >= GLUED_FLOOR and (" " in side or self._social(read_as, vector))
         }
         asked = list(dict.fromkeys(question for side, question in pairs if side in chat))
         if not asked:
