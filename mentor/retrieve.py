@@ -16,6 +16,7 @@ from mentor.errors import InvalidInput, NotFound
 from mentor.scope import ScopeExamples
 from mentor.text import MAX_MESSAGE_CHARS, tokenize
 from mentor.text.profile import ModuleProfile
+from mentor.text.units import split_units
 from mentor.understanding import ModuleWords
 from mentor.understanding.lexicon import QUANTITY, WORD, Lexicon
 from mentor.understanding.numerals import number_words
@@ -89,7 +90,10 @@ class ModuleIndex:
         matrix = np.asarray([vectors[c.id] for c in chunks], dtype=np.float32)
         vocab = frozenset(t for doc in tokens for t in doc)
         glossary = module.glossary if module is not None else ()
-        words = ModuleWords.of(Lexicon.of([c.embedding_text for c in chunks], glossary))
+        words = ModuleWords.of(
+            Lexicon.of([c.embedding_text for c in chunks], glossary),
+            [u.text for c in chunks for u in split_units(c.text)],
+        )
         prerequisites = module.prerequisites if module is not None else ()
         profile = ModuleProfile.of(chunks, prerequisites=prerequisites, glossary=glossary)
         terms = [(name, frozenset(tokenize(name))) for name in profile.subjects]

@@ -66,4 +66,6 @@ def test_the_cases_are_generated(runtime, outcomes) -> None:
 def test_a_bare_sibling_term_continues_the_question_before_it(outcomes) -> None:
     apart = [(question, message) for question, message, continues in outcomes if not continues]
     print(f"\nbare sibling after its question: {len(outcomes) - len(apart)} of {len(outcomes)} read as continuing")
-    assert len(apart) <= len(outcomes), apart
+    # 40 of 47 before the change, 38 after: the two now read as new topics are no siblings to the question ("fp32??"
+    # after "tensor parallel wants nvlink — ...", "bf16??" after "can I do full Adam training of a 7B model on it?").
+    assert len(apart) <= 9, apart

@@ -77,4 +77,6 @@ def test_the_cases_are_generated(runtime, outcomes) -> None:
 def test_a_bare_term_after_another_topic_is_answered_as_a_new_question(outcomes) -> None:
     glued = [(before, message) for before, message, kept in outcomes if not kept]
     print(f"\nbare term after another topic: {len(outcomes) - len(glued)} of {len(outcomes)} answered as asked alone")
-    assert len(glued) <= len(outcomes), glued
+    # 80 of 142 before the module's terms were kept apart (`ModuleWords.apart`) and closeness measured against
+    # questions in general; 120 of 142 after.
+    assert len(glued) <= 22, glued

@@ -28,7 +28,7 @@ import json
 import random
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +56,7 @@ class Pair:
     message: str
     continues: bool
     module_id: str = ""
+    apart: bool = False  # the module names none of the message's terms beside the previous question's (`_read`)
 
 
 def load_pairs(path: Path) -> list[Pair]:
@@ -75,37 +76,53 @@ def load_pairs(path: Path) -> list[Pair]:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ContinuesModel:
-    """Does a message continue the question before it? From how much it leans back and how close it is."""
+    """Does a message continue the question before it? A regression over how much it leans back, how unusually
+    close it is to that question, and whether the module keeps their terms apart (`ModuleWords.apart`), alone and
+    with the leaning: a term alone leans back by its form ("awq?" as much as "why?"), so what it is about decides:
+    "awq?" continues "does gptq need retraining?" (one sentence of the module answers both) and starts a new topic
+    after "expected loss for 7B on 1T tokens?".
+
+    Closeness is the similarity to the previous question in standard deviations above the message's similarity to
+    the example pairs' earlier questions: a message of one term is close to little, and how far one question stands
+    out from questions on every subject says more than its raw similarity."""
 
     standalone: Classifier
     model: LogisticRegression
+    background: np.ndarray = field(repr=False)  # the example pairs' earlier questions, a unit vector a row
 
-    def features(self, text: str, message: np.ndarray, previous: np.ndarray) -> list[float]:
-        """P(the message leans on the turn before), and its similarity to the previous question."""
-        return [self.standalone.probability(text, message, "depends"), float(message @ previous)]
+    def features(self, text: str, message: np.ndarray, previous: np.ndarray, apart: bool) -> list[float]:
+        """P(the message leans on the turn before), its closeness to the previous question, `apart`, and `apart`
+        times the leaning."""
+        depends = self.standalone.probability(text, message, "depends")
+        close = float(_closeness(message[None, :], previous[None, :], self.background)[0])
+        return [depends, close, float(apart), depends * float(apart)]
 
-    def probability(self, text: str, message: np.ndarray, previous: np.ndarray) -> float:
-        """The probability that the message (`text`, its vector `message`) continues the `previous` question."""
-        return float(self.model.predict_proba(np.asarray([self.features(text, message, previous)]))[0, 1])
+    def probability(self, text: str, message: np.ndarray, previous: np.ndarray, apart: bool = False) -> float:
+        """The probability that the message (`text`, its vector `message`) continues the `previous` question;
+        `apart` when the module names none of its terms beside one of the previous question's."""
+        return float(self.model.predict_proba(np.asarray([self.features(text, message, previous, apart)]))[0, 1])
 
     @classmethod
     def fit(cls, standalone: Classifier, vectors: np.ndarray, pairs: list[Pair]) -> ContinuesModel:
         """Train on labelled pairs; `vectors` holds each pair's previous then message vector, in order."""
         messages = [pair.message for pair in pairs]
         depends = standalone.probabilities(messages, vectors[1::2])[:, standalone.labels.index("depends")]
-        similarity = np.einsum("ij,ij->i", vectors[0::2], vectors[1::2])
-        x = np.column_stack([depends, similarity])
+        background = np.unique(vectors[0::2], axis=0)
+        close = _closeness(vectors[1::2], vectors[0::2], background)
+        apart = np.asarray([pair.apart for pair in pairs], dtype=np.float64)
+        x = np.column_stack([depends, close, apart, depends * apart])
         model = LogisticRegression(class_weight="balanced").fit(x, [p.continues for p in pairs])
-        return cls(standalone, model)
+        return cls(standalone, model, background)
 
     @classmethod
     def build(
         cls, pairs: list[Pair], standalone: Classifier, embedder: Embedder, *, cache_dir: Path | None
     ) -> ContinuesModel:
-        """The model of labelled pairs (their texts read as the reader reads them), built once per set and
-        embedder in a process."""
+        """The model of labelled pairs (their texts read as the reader reads them), built once per set (texts,
+        labels and whether the module keeps them apart) and embedder in a process."""
         texts = [text for p in pairs for text in (p.previous, p.message)]
-        key = (hashlib.sha256("\x1e".join(texts).encode()).hexdigest(), id(embedder))
+        rows = [f"{p.previous}\x1f{p.message}\x1f{p.continues:d}{p.apart:d}" for p in pairs]
+        key = (hashlib.sha256("\x1e".join(rows).encode()).hexdigest(), id(embedder))
         with _LOCK:
             built = _BUILT.get(key)
             if built is None:
@@ -114,10 +131,20 @@ class ContinuesModel:
         return built
 
 
+def _closeness(messages: np.ndarray, previous: np.ndarray, background: np.ndarray) -> np.ndarray:
+    """Each message's similarity to its previous question, in standard deviations above its mean similarity to the
+    `background` questions."""
+    scores = messages.astype(np.float64) @ background.T.astype(np.float64)
+    own = np.einsum("ij,ij->i", messages.astype(np.float64), previous.astype(np.float64))
+    return (own - scores.mean(axis=1)) / np.maximum(scores.std(axis=1), 1e-6)
+
+
 def _read(pair: Pair, words: Mapping[str, ModuleWords]) -> Pair:
-    """A module's pair as the reader reads it: spelling corrected toward the module, its glossary spelled out."""
+    """A module's pair as the reader reads it: spelling corrected toward the module, its glossary spelled out, and
+    whether the module keeps their terms apart."""
     module = words[pair.module_id]
-    return replace(pair, previous=module.read(pair.previous)[0], message=module.read(pair.message)[0])
+    previous, message = module.read(pair.previous)[0], module.read(pair.message)[0]
+    return replace(pair, previous=previous, message=message, apart=module.apart(message, previous))
 
 
 def act_examples(examples: Path, *, mixes: int = MIXES, seed: int = 0) -> list[Labelled]:
@@ -197,7 +224,9 @@ class Decisions:
         figures_rows = load_labelled(examples / "figures.jsonl", "label")
         figures = Classifier.build("figures", figures_rows, embedder, cache_dir=cache_dir)
         general = load_pairs(examples / "follow_ups.jsonl")
-        pairs = list(general)
+        # A term alone ("awq?") continues a question about its sibling and starts a new topic after another: what
+        # it is about decides, not how it is written, so these pairs teach the follow-up decision only.
+        pairs = [*general, *load_pairs(examples / "follow_ups_terms.jsonl")]
         if follow_up_examples is not None and follow_up_examples.is_file():
             pairs += [_read(pair, words) for pair in load_pairs(follow_up_examples) if pair.module_id in words]
         # Whether a message leans on the turn before, for the follow-up decision: learned from the standalone

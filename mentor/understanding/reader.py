@@ -149,7 +149,9 @@ class Reader:
         else:
             vector = vectors[question] if question in vectors else _pooled(asked)
         parts = self._parts(asked, vectors, words) if asked else []
-        continues = bool(previous and question) and self._continues(question, vector, vectors[previous])
+        continues = bool(previous and question) and self._continues(
+            question, vector, previous, vectors[previous], words
+        )
         query = f"{previous} {question}" if continues else question
         if continues and query not in vectors:
             vector = _pooled([_Piece(previous, previous, -1, "", vectors[previous]), *asked])
@@ -414,8 +416,11 @@ class Reader:
         instruct = acts.probabilities(list(units), vectors)[:, acts.labels.index(INSTRUCTION)]
         return frozenset(unit for unit, p in zip(units, instruct, strict=True) if p >= PLANTED_FLOOR)
 
-    def _continues(self, question: str, vector: np.ndarray, previous: np.ndarray) -> bool:
-        return self.decisions.continues.probability(question, vector, previous) >= CONTINUES_FLOOR
+    def _continues(
+        self, question: str, vector: np.ndarray, previous: str, previous_vector: np.ndarray, words: ModuleWords
+    ) -> bool:
+        apart = words.apart(question, previous)
+        return self.decisions.continues.probability(question, vector, previous_vector, apart) >= CONTINUES_FLOOR
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.embedder.embed_queries(list(texts))

@@ -1,11 +1,14 @@
-"""What the reader needs of one module's words: its lexicon (words, stems, glossary) and the speller over it."""
+"""What the reader needs of one module's words: its lexicon (words, stems, glossary), the speller over it, and which
+of its terms its sentences name together."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from mentor.text.tokens import stems
 from mentor.understanding.lexicon import WORD, Lexicon
 from mentor.understanding.spelling import Speller, frequency
 
@@ -18,10 +21,17 @@ class ModuleWords:
 
     lexicon: Lexicon
     speller: Speller
+    # Each term's stem -> the module's sentences (units) that name it, by number: which terms go together.
+    together: Mapping[str, frozenset[int]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, lexicon: Lexicon) -> ModuleWords:
-        return cls(lexicon, Speller(lexicon))
+    def of(cls, lexicon: Lexicon, units: Iterable[str] = ()) -> ModuleWords:
+        """The words of a module whose text is `lexicon`'s, with its quotable units (sentences, table rows)."""
+        found: dict[str, set[int]] = {}
+        for number, unit in enumerate(units):
+            for stem in set(stems(WORD.findall(unit.lower()))):
+                found.setdefault(stem, set()).add(number)
+        return cls(lexicon, Speller(lexicon), {stem: frozenset(numbers) for stem, numbers in found.items()})
 
     def read(self, text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
         """`text` as read: misspellings of the module's words corrected, its shorthand spelled out."""
@@ -48,3 +58,29 @@ class ModuleWords:
             or (self.speller.knows(word) and frequency(word) < SPECIFIC)
             for word in found
         )
+
+    def apart(self, message: str, previous: str) -> bool:
+        """True when `message` names nothing but terms of the module ("bf16?", "what about awq?"), and no sentence of
+        the module names one of them beside a term of the `previous` question: the module never discusses them
+        together ("bf16?" after "pipeline vs tensor parallel, what's split in each?"; not "awq?" after "does gptq
+        need retraining?", which one sentence answers for both). Both are read already."""
+        own, before = self._terms(message, only=True), self._terms(previous, only=False)
+        if not own or not before or own & before:
+            return False
+        together = self.together
+        return not any(together.get(a, frozenset()) & together.get(b, frozenset()) for a in own for b in before)
+
+    def _terms(self, text: str, *, only: bool) -> set[str]:
+        """The stems of the module's terms in `text`: its specific words (`names_something`'s sense, numbers aside),
+        its glossary terms and the module's words they stand for; with `only`, none unless every word that is no
+        stop word or number is one of them."""
+        found = [w for w in WORD.findall(text.lower()) if w not in ENGLISH_STOP_WORDS and not w[0].isdigit()]
+        spelled = {w for expansion in self.lexicon.expansions(text) for w in WORD.findall(expansion.lower())}
+        terms = [
+            w
+            for w in found
+            if w in spelled or self.lexicon.expansions(w) or (self.speller.knows(w) and frequency(w) < SPECIFIC)
+        ]
+        if only and len(terms) < len(found):
+            return set()
+        return set(stems(terms))
