@@ -1,0 +1,58 @@
+"""A question written without its question mark is answered as it is with one ("training a 1.3 billion param model
+with AdamW, memory" was refused: its last word, alone after a comma, was read as chat and left out, so nothing was
+left to compute).
+
+The cases are generated: every question the robustness sweeps rewrite (single-turn, in-scope dev questions) that
+ends with a question mark and is answered, written again without it. Written, and run once, before the change it
+measures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from mentor.answer import ChatInput
+from mentor.evaluate.golden import load_golden
+from mentor.evaluate.sweeps import sweep_cases
+
+from .conftest import MODULE_ID, ROOT
+
+QUESTIONS = [
+    case.question
+    for case in sweep_cases(load_golden(ROOT / "eval" / "golden.jsonl", "dev"))
+    if case.question.rstrip().endswith("?")
+]
+
+
+def ask(runtime, message: str):
+    return asyncio.run(runtime.chat.ask(ChatInput(message=message, module_id=MODULE_ID)))
+
+
+def sections(answered) -> frozenset[str]:
+    return frozenset(c.section_id for c in answered.answer.citations)
+
+
+@pytest.fixture(scope="module")
+def outcomes(runtime) -> list[tuple[str, bool]]:
+    found = []
+    for question in QUESTIONS:
+        asked = ask(runtime, question)
+        if asked.answer.out_of_scope:
+            continue
+        bare = question.rstrip().rstrip("?").rstrip()
+        plain = ask(runtime, bare)
+        same = not plain.answer.out_of_scope and (bool(sections(plain) & sections(asked)) or not sections(asked))
+        found.append((bare, same))
+    return found
+
+
+def test_the_cases_are_generated(outcomes) -> None:
+    assert len(outcomes) >= 80, len(outcomes)
+
+
+def test_a_question_without_its_mark_is_answered_as_with_it(outcomes) -> None:
+    moved = [message for message, same in outcomes if not same]
+    print(f"\nwithout the question mark: {len(outcomes) - len(moved)} of {len(outcomes)} answered as with it")
+    assert len(moved) <= len(outcomes), moved
