@@ -55,4 +55,6 @@ def test_the_cases_are_generated(outcomes) -> None:
 def test_a_question_without_its_mark_is_answered_as_with_it(outcomes) -> None:
     moved = [message for message, same in outcomes if not same]
     print(f"\nwithout the question mark: {len(outcomes) - len(moved)} of {len(outcomes)} answered as with it")
-    assert len(moved) <= len(outcomes), moved
+    # 92 of 94 before a module word alone beside a question was read as its context without a mark; 93 after (left:
+    # "how big is a 13B model at 8 bits" cites the quantization section, with the mark the number formats').
+    assert len(moved) <= 1, moved

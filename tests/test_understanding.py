@@ -283,6 +283,13 @@ def test_the_module_keeps_terms_apart_only_for_a_message_of_its_terms_alone(word
     assert not apart("bf16?", "best pizza in rome?")  # nothing of the module before it
 
 
+def test_a_module_word_alone_beside_a_question_is_its_context_with_or_without_a_mark(reader, words) -> None:
+    # "..., memory" was read as chat and left out: nothing was left to compute, and the question was refused.
+    for message in ("training a 13B model with AdamW, memory", "training a 13B model with AdamW, memory?"):
+        assert read(reader, words, message).question.endswith("memory" + message[-1] * message.endswith("?"))
+    assert read(reader, words, "how does zero stage 2 work? thanks").question == "how does zero stage 2 work?"
+
+
 def test_a_question_about_the_module_itself_is_told_from_one_about_a_subject(reader, words) -> None:
     assert read(reader, words, "who is this module for?").about_module
     assert not read(reader, words, "who painted the mona lisa?").about_module

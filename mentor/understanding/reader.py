@@ -213,7 +213,7 @@ class Reader:
                 continue
             asks = scores[QUESTION] + scores[INSTRUCTION]  # not an order: an order-like word in a question
             # A single word is no question of its own ("Q1:", "GPTQ:", "fine."); asked ("memory?"), it is the
-            # question's context when the module uses it.
+            # question's context when the module uses it (and beside a question, below).
             lone = len(piece.written.split()) == 1
             asked_alone = lone and piece.written.rstrip().endswith("?") and words.knows_any(piece.written)
             piece.act = CHATTER if scores[CHATTER] > asks or asks < UNSURE or lone else QUESTION
@@ -223,6 +223,12 @@ class Reader:
             # fp16 after backward"); naming nothing, it is left out ("ssn btw.").
             if piece.act == CHATTER and (words.names_something(piece.written) or asked_alone):
                 piece.act, piece.context, piece.confidence = QUESTION, True, float(asks)
+        if any(p.act == QUESTION for p in pieces):
+            # A module word alone beside a question is what it asks about, mark or none ("training a 13B model with
+            # AdamW, memory": left out, nothing was left to compute).
+            for piece in pieces:
+                if piece.act == CHATTER and len(piece.written.split()) == 1 and words.knows_any(piece.written):
+                    piece.act, piece.context = QUESTION, True
         return suspect
 
     def _unmixed(self, pieces: list[_Piece], words: ModuleWords) -> list[_Piece]:
