@@ -64,4 +64,7 @@ def test_the_cases_are_generated(runtime, outcomes) -> None:
 def test_how_a_subject_works_is_answered_about_that_subject(outcomes) -> None:
     off = [message for message, about in outcomes if not about]
     print(f"\nhow does a subject work: {len(outcomes) - len(off)} of {len(outcomes)} answered about it")
-    assert len(off) <= len(outcomes), off
+    # 9 of 20 when written, and still: a known gap (docs/eval-notes.md, eleventh round). Six of the eleven are
+    # section titles no one asks how they work ("worked example", "interview ref"); the others are ZeRO, mixed-
+    # precision training, scaling laws, the parallelism strategies and Kaplan vs Chinchilla. A floor, not a target.
+    assert len(off) <= 11, off
