@@ -14,6 +14,7 @@ from mentor.understanding.lacking import FROZEN, LackingModel, words_of
 from mentor.understanding.measure import measure
 from mentor.understanding.reader import Reader
 from mentor.understanding.spelling import english_correction
+from mentor.understanding.words import ModuleWords
 
 from .conftest import INDEXES_ID, MODULE_ID, ROOT
 
@@ -281,6 +282,8 @@ def test_the_module_keeps_terms_apart_only_for_a_message_of_its_terms_alone(word
     assert not apart("and for 70B?", "how much memory to train a 13B model?")  # a number names no topic
     assert not apart("why does bf16 help here?", "which parallelism splits the layers?")  # words of its own
     assert not apart("bf16?", "best pizza in rome?")  # nothing of the module before it
+    bare = ModuleWords.of(words.lexicon)  # no sentences given: nothing says the terms are apart
+    assert not bare.apart("bf16?", "which parallelism splits the layers?")
 
 
 def test_a_module_word_alone_beside_a_question_is_its_context_with_or_without_a_mark(reader, words) -> None:

@@ -65,8 +65,8 @@ class ModuleWords:
         together ("bf16?" after "pipeline vs tensor parallel, what's split in each?"; not "awq?" after "does gptq
         need retraining?", which one sentence answers for both). Both are read already."""
         own, before = self._terms(message, only=True), self._terms(previous, only=False)
-        if not own or not before or own & before:
-            return False
+        if not self.together or not own or not before or own & before:
+            return False  # without the module's sentences, nothing says they are apart
         together = self.together
         return not any(together.get(a, frozenset()) & together.get(b, frozenset()) for a in own for b in before)
 
