@@ -184,8 +184,11 @@ def without_personal_details(text: str) -> str:
 
 
 def without_placeholders(text: str) -> str:
-    """Redacted text with its placeholders dropped ("my name is [NAME], why bf16?" -> "my name is , why bf16?")."""
-    return " ".join(PLACEHOLDER.sub(" ", text).split())
+    """Redacted text with its placeholders dropped ("my name is [NAME], why bf16?" -> "my name is , why bf16?"),
+    each line's spaces collapsed and its line breaks kept: a line break ends a clause ("…from all this" then
+    "thanks in advance!" on a line of its own are two)."""
+    lines = (" ".join(line.split()) for line in PLACEHOLDER.sub(" ", text).splitlines())
+    return "\n".join(line for line in lines if line)
 
 
 def redact(text: str) -> tuple[str, list[str]]:

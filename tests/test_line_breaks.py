@@ -59,4 +59,5 @@ def test_the_cases_are_generated(outcomes) -> None:
 def test_chat_on_a_line_of_its_own_leaves_the_question_as_it_is(outcomes) -> None:
     moved = [message for message, same in outcomes if not same]
     print(f"\nchat on a line of its own: {len(outcomes) - len(moved)} of {len(outcomes)} answered as the question")
-    assert len(moved) <= len(outcomes), moved
+    # 116 of 128 before the line breaks were kept (`privacy.without_placeholders`), 124 after.
+    assert len(moved) <= 4, moved

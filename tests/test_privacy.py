@@ -200,3 +200,12 @@ def test_redaction_time_grows_linearly_with_the_text(text: str) -> None:
     started = time.perf_counter()
     redact(text)
     assert time.perf_counter() - started < 1.0
+
+
+def test_dropping_placeholders_keeps_the_line_breaks_that_end_clauses() -> None:
+    # The reader reads a line break as the end of a clause; collapsed into a space, "thanks in advance!" on a line
+    # of its own joined the question before it and got it refused.
+    from mentor.privacy import without_placeholders
+
+    assert without_placeholders("what is ZeRO?\n\nthanks in advance!") == "what is ZeRO?\nthanks in advance!"
+    assert without_placeholders("my name is [NAME],   why bf16?\n  ") == "my name is , why bf16?"

@@ -223,12 +223,14 @@ class Reader:
             # fp16 after backward"); naming nothing, it is left out ("ssn btw.").
             if piece.act == CHATTER and (words.names_something(piece.written) or asked_alone):
                 piece.act, piece.context, piece.confidence = QUESTION, True, float(asks)
-        if any(p.act == QUESTION for p in pieces):
-            # A module word alone beside a question is what it asks about, mark or none ("training a 13B model with
-            # AdamW, memory": left out, nothing was left to compute).
-            for piece in pieces:
-                if piece.act == CHATTER and len(piece.written.split()) == 1 and words.knows_any(piece.written):
-                    piece.act, piece.context = QUESTION, True
+        asking = {p.clause for p in pieces if p.act == QUESTION}
+        for piece in pieces:
+            # A module word alone after a comma in a question's clause is what it asks about, mark or none
+            # ("training a 13B model with AdamW, memory": left out, nothing was left to compute); a sentence of one
+            # word beside it is not ("fine. so how does bf16 differ from fp16?").
+            lone = piece.act == CHATTER and piece.mark and len(piece.written.split()) == 1
+            if lone and piece.clause in asking and words.knows_any(piece.written):
+                piece.act, piece.context = QUESTION, True
         return suspect
 
     def _unmixed(self, pieces: list[_Piece], words: ModuleWords) -> list[_Piece]:
