@@ -1,7 +1,9 @@
-"""Helpers shared by the tests: apps over real HTTP, SSE parsing with a real client, and timing a scan."""
+"""Helpers shared by the tests: apps over real HTTP, SSE parsing with a real client, timing a scan, and asking the
+runtime in-process as the generated probes do."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -12,7 +14,9 @@ import httpx
 import uvicorn
 from httpx_sse import connect_sse
 
-from .conftest import free_port
+from mentor.answer import ChatInput
+
+from .conftest import MODULE_ID, free_port
 
 
 @contextmanager
@@ -65,3 +69,21 @@ def grows_linearly(call, text_of, size: int = 4000) -> tuple[bool, str]:
         full <= 8 * quarter + 0.002,
         f"{full * 1000:.1f} ms on {size} characters, {quarter * 1000:.1f} ms on a quarter",
     )
+
+
+def ask_module(runtime, message: str, conversation_id: str | None = None):
+    """Ask the runtime's chat about the test module in-process; the `AnsweredQuestion`."""
+    return asyncio.run(
+        runtime.chat.ask(ChatInput(message=message, module_id=MODULE_ID, conversation_id=conversation_id))
+    )
+
+
+def cited_sections(answered) -> frozenset[str]:
+    """The sections an answer cites."""
+    return frozenset(c.section_id for c in answered.answer.citations)
+
+
+def answered_alike(answered, bare) -> bool:
+    """Answered, citing a section the `bare` question's answer cites (or that answer cites none)."""
+    cited = cited_sections(bare)
+    return not answered.answer.out_of_scope and (bool(cited_sections(answered) & cited) or not cited)

@@ -12,33 +12,23 @@ those. Written, and run once, before the change it measures.
 
 from __future__ import annotations
 
-import asyncio
 import random
 
 import pytest
 from wordfreq import zipf_frequency
 
-from mentor.answer import ChatInput
 from mentor.evaluate.golden import load_golden
 from mentor.evaluate.sweeps import sweep_cases
 from mentor.understanding.lexicon import WORD
 
+from .chat_helpers import ask_module as ask
+from .chat_helpers import cited_sections as sections
 from .conftest import MODULE_ID, ROOT
 
 RARE = 2.5  # Zipf frequency below which a module word is a name or a term ("gptq" 0, "nvlink" 0.9)
 FORMS = ("{}?", "{}??", "{} ?")
 BEFORE = 2  # earlier questions on other topics per term
 SEED = 0
-
-
-def ask(runtime, message: str, conversation_id: str | None = None):
-    return asyncio.run(
-        runtime.chat.ask(ChatInput(message=message, module_id=MODULE_ID, conversation_id=conversation_id))
-    )
-
-
-def sections(answered) -> frozenset[str]:
-    return frozenset(c.section_id for c in answered.answer.citations)
 
 
 def terms(runtime) -> list[str]:

@@ -10,13 +10,11 @@ out counts). Written, and run once, before the change it measures.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from mentor.answer import ChatInput
 from mentor.text import tokenize
 
+from .chat_helpers import ask_module as ask
 from .conftest import MODULE_ID
 
 TEMPLATES = (
@@ -26,10 +24,6 @@ TEMPLATES = (
     "so how does {} actually work",
     "i don't get how {} works",
 )
-
-
-def ask(runtime, message: str):
-    return asyncio.run(runtime.chat.ask(ChatInput(message=message, module_id=MODULE_ID)))
 
 
 def subjects(runtime) -> list[str]:

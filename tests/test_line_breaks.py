@@ -10,16 +10,15 @@ own after it, or before it, in turn. Written, and run once, before the change it
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
-from mentor.answer import ChatInput
 from mentor.evaluate.golden import load_golden
 from mentor.evaluate.sweeps import sweep_cases
 
-from .conftest import MODULE_ID, ROOT
+from .chat_helpers import answered_alike, ask_module
+from .conftest import ROOT
 
 QUESTIONS = [case.question for case in sweep_cases(load_golden(ROOT / "eval" / "golden.jsonl", "dev"))]
 CHAT = [
@@ -29,26 +28,16 @@ CHAT = [
 ]
 
 
-def ask(runtime, message: str):
-    return asyncio.run(runtime.chat.ask(ChatInput(message=message, module_id=MODULE_ID)))
-
-
-def sections(answered) -> frozenset[str]:
-    return frozenset(c.section_id for c in answered.answer.citations)
-
-
 @pytest.fixture(scope="module")
 def outcomes(runtime) -> list[tuple[str, bool]]:
     found = []
     for turn, question in enumerate(QUESTIONS):
-        bare = ask(runtime, question)
+        bare = ask_module(runtime, question)
         if bare.answer.out_of_scope:
             continue
         chat = CHAT[turn % len(CHAT)]
         message = f"{question}\n\n{chat}" if turn % 2 == 0 else f"{chat}\n{question}"
-        lined = ask(runtime, message)
-        same = not lined.answer.out_of_scope and (bool(sections(lined) & sections(bare)) or not sections(bare))
-        found.append((message, same))
+        found.append((message, answered_alike(ask_module(runtime, message), bare)))
     return found
 
 

@@ -9,15 +9,13 @@ measures.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from mentor.answer import ChatInput
 from mentor.evaluate.golden import load_golden
 from mentor.evaluate.sweeps import sweep_cases
 
-from .conftest import MODULE_ID, ROOT
+from .chat_helpers import answered_alike, ask_module
+from .conftest import ROOT
 
 QUESTIONS = [
     case.question
@@ -26,25 +24,15 @@ QUESTIONS = [
 ]
 
 
-def ask(runtime, message: str):
-    return asyncio.run(runtime.chat.ask(ChatInput(message=message, module_id=MODULE_ID)))
-
-
-def sections(answered) -> frozenset[str]:
-    return frozenset(c.section_id for c in answered.answer.citations)
-
-
 @pytest.fixture(scope="module")
 def outcomes(runtime) -> list[tuple[str, bool]]:
     found = []
     for question in QUESTIONS:
-        asked = ask(runtime, question)
+        asked = ask_module(runtime, question)
         if asked.answer.out_of_scope:
             continue
         bare = question.rstrip().rstrip("?").rstrip()
-        plain = ask(runtime, bare)
-        same = not plain.answer.out_of_scope and (bool(sections(plain) & sections(asked)) or not sections(asked))
-        found.append((bare, same))
+        found.append((bare, answered_alike(ask_module(runtime, bare), asked)))
     return found
 
 
