@@ -88,7 +88,7 @@ class ContinuesModel:
 
     standalone: Classifier
     model: LogisticRegression
-    background: np.ndarray = field(repr=False)  # the example pairs' earlier questions, a unit vector a row
+    background: np.ndarray = field(repr=False)  # the example pairs' earlier questions, a unit vector a row (float64)
 
     def features(self, text: str, message: np.ndarray, previous: np.ndarray, apart: bool) -> list[float]:
         """P(the message leans on the turn before), its closeness to the previous question, `apart`, and `apart`
@@ -107,7 +107,7 @@ class ContinuesModel:
         """Train on labelled pairs; `vectors` holds each pair's previous then message vector, in order."""
         messages = [pair.message for pair in pairs]
         depends = standalone.probabilities(messages, vectors[1::2])[:, standalone.labels.index("depends")]
-        background = np.unique(vectors[0::2], axis=0)
+        background = np.unique(vectors[0::2], axis=0).astype(np.float64)  # cast once, not on every follow-up
         close = _closeness(vectors[1::2], vectors[0::2], background)
         apart = np.asarray([pair.apart for pair in pairs], dtype=np.float64)
         x = np.column_stack([depends, close, apart, depends * apart])
@@ -133,8 +133,8 @@ class ContinuesModel:
 
 def _closeness(messages: np.ndarray, previous: np.ndarray, background: np.ndarray) -> np.ndarray:
     """Each message's similarity to its previous question, in standard deviations above its mean similarity to the
-    `background` questions."""
-    scores = messages.astype(np.float64) @ background.T.astype(np.float64)
+    `background` questions (float64)."""
+    scores = messages.astype(np.float64) @ background.T
     own = np.einsum("ij,ij->i", messages.astype(np.float64), previous.astype(np.float64))
     return (own - scores.mean(axis=1)) / np.maximum(scores.std(axis=1), 1e-6)
 
