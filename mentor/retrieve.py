@@ -33,6 +33,16 @@ MIN_WEIGHT = 0.25
 SEARCH_CACHE_SIZE = 2048
 
 
+def rarity(text: str) -> dict[str, float]:
+    """Each term of `text` (a stem, as `tokenize` makes it) weighed by how rare the word written is in English
+    (`RARE`, at least `MIN_WEIGHT`): how much it says about what is asked. A stem written two ways weighs its rarer."""
+    found: dict[str, float] = {}
+    for word in WORD.findall(text.lower()):
+        for term in tokenize(word):
+            found[term] = max(found.get(term, 0.0), min(1.0, max(MIN_WEIGHT, RARE - frequency(word))))
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class Passage:
     """A retrieved chunk with its fused score and the two scores it came from."""

@@ -35,5 +35,7 @@ def test_a_subject_is_answered_in_full_however_it_is_asked(outcomes) -> None:
     off = [message for message, full in outcomes if not full]
     print(off)
     print(f"\nasking frames, in full: {len(outcomes) - len(off)} of {len(outcomes)}")
-    # 77 of 100 when written: the nineteen of `test_asking_frames.py`, and mixed-precision training four ways.
-    assert len(off) <= 23, off
+    # 77 of 100 when written: the nineteen of `test_asking_frames.py`, and mixed-precision training four ways; 78
+    # since a section's opening says what its subject is ("what is mixed-precision training?"; the three other
+    # ways of asking are read as no sure definition or explanation) and one meta question went the other way.
+    assert len(off) <= 22, off

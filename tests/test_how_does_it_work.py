@@ -61,4 +61,7 @@ def test_how_a_subject_works_is_answered_about_that_subject(outcomes) -> None:
     # 9 of 20 when written, and still: a known gap (docs/eval-notes.md, eleventh round). Six of the eleven are
     # section titles no one asks how they work ("worked example", "interview ref"); the others are ZeRO, mixed-
     # precision training, scaling laws, the parallelism strategies and Kaplan vs Chinchilla. A floor, not a target.
-    assert len(off) <= 11, off
+    # 10 of 20 since words common in English weigh less (twelfth round): "i don't get how zero works" quotes a
+    # sentence on ZeRO ("how does ZeRO work?" is answered in full: tests/test_subject_questions.py); "how does
+    # mixed-precision training work?" quotes its section's opening, which names none of its words.
+    assert len(off) <= 10, off

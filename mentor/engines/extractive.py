@@ -50,6 +50,7 @@ from mentor.text.profile import ModuleProfile
 from mentor.text.units import clauses
 from mentor.tools.registry import CALCULATORS, description_of, rule_of, title_of
 from mentor.understanding import Reading
+from mentor.understanding.reading import SURE_KIND
 
 ENGINE = "extractive"
 MAX_UNITS = {"explain": 3, "brief": 1, "hint": 1}
@@ -60,6 +61,8 @@ OWN_TERMS = 2  # a follow-up naming this many topic words is read on its own, no
 # ... unless joined it is answered better by this much: joined, the earlier question's words favour the earlier
 # answer's neighbours ("why not quantize activations too?" after int4 weight-only got the other weight-only line).
 OWN_READING = 0.05
+# The kinds of answer a section's opening sentence gives for the subject its title names: what it is, how it works.
+DEFINING = ("definition", "explanation")
 MAX_NAMED = 3  # the partial-coverage sentence names at most this many missing words or parts
 NAMING_UNITS = 2  # a word in more of the module's sentences than this names a topic, not a section
 
@@ -187,6 +190,7 @@ class ExtractiveEngine:
             selection = decided(selection, reading, parts, vectors, fresh, profile, limit)
             if question.style != "hint":  # a hint points at one sentence
                 selection = compared(selection, reading, parts, fresh, limit)
+                selection = defined(selection, reading, parts, fresh, profile, limit)
         if not selection.chosen and lacking and any(covers_more(p, lacking, profile) for p in parts):
             # A part naming a concept the module lacks is held to the strict floor: a sentence merely sharing its
             # words is no answer. When none clears it, the part's other topics the module does teach ("what is the
@@ -446,6 +450,34 @@ def compared(
     chosen = [*rows, *others][: max(limit, len(rows))]
     ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
     return Selection(ordered, [p for p in selection.unanswered if p is not part], selection.lead)
+
+
+def defined(
+    selection: Selection,
+    reading: Reading,
+    parts: Sequence[Part],
+    pool: Sequence[Candidate],
+    profile: ModuleProfile,
+    limit: int,
+) -> Selection:
+    """`selection` opening with the unit a section opens with, for each part that surely asks what a subject is or
+    how it works and names the subject the section's title names first ("what is mixed-precision training?": "Keep
+    most math in 16-bit, protect sensitive parts in fp32."): the module's own first word on it answers the part."""
+    asked = {p.text for p in reading.parts if p.kind in DEFINING and p.kind_confidence >= SURE_KIND}
+    chosen = list(selection.chosen)
+    answered: set[str] = set()
+    for part in (p for p in parts if p.text in asked):
+        leads = [c for c in pool if part.only(profile.leads.get(c.unit.text, frozenset()), profile)]
+        if not leads:
+            continue
+        lead = max(leads, key=lambda c: len(profile.leads[c.unit.text]))
+        answered.add(part.text)
+        if all(c is not lead for c in chosen):
+            chosen.insert(0, lead)
+    if not answered:
+        return selection
+    ordered = sorted(chosen[: max(limit, len(answered))], key=lambda c: (c.passage.position, c.unit.index))
+    return Selection(ordered, [p for p in selection.unanswered if p.text not in answered], selection.lead)
 
 
 def sent_elsewhere(

@@ -19,11 +19,11 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from mentor.retrieve import Passage
+from mentor.retrieve import Passage, rarity
 from mentor.text import Unit, tokenize
 from mentor.text.markers import strip_markers
 from mentor.text.profile import ModuleProfile
@@ -48,6 +48,9 @@ CLAUSE_WEIGHT = 0.5  # a unit's best clause lifts its score by half the margin i
 MAX_PARTS = 3
 # A unit denying what the learner states ("does not fit" when they wrote "it fits") loses its word credit.
 POLARITY_WEIGHT = LEXICAL_WEIGHT
+# A word this common in English (its `rarity`: Zipf frequency 5.5 and up, "does", "work", "use", "point") asks
+# rather than names: a part whose other words are all this common is about the subject it names.
+ASKING = 0.5
 TOPICAL = 2.5  # a word this specific to a few of the module's units names a topic (its weight: log inverse frequency)
 NAME_UNITS = 6  # a name in more of the module's units than this ("GPU", "ZeRO") is its subject, not one thing of two
 
@@ -77,6 +80,12 @@ class Part:
     # The word pairs of the module's phrases for the learner's shorthand ("idling" -> "pipeline bubble"): the only
     # handle on what was asked, so a unit using such a phrase is about it.
     phrases: frozenset[tuple[str, str]] = frozenset()
+    # How much each term says about what is asked, by how rare the word written is in English (`rarity`): "does"
+    # and "work" ask, "ZeRO" and "bubble" name. A term missing here weighs 1.
+    rarity: Mapping[str, float] = field(default_factory=dict)
+    # The module's names the learner wrote when the part names nothing else specific ("how does ZeRO work?": its
+    # other words are common in English), its subject's too: the part is about them, and a unit about them answers.
+    about: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, text: str, profile: ModuleProfile, name: str = "", meant: Sequence[str] = ()) -> Part:
@@ -86,7 +95,15 @@ class Part:
         terms = profile.terms(text)
         affirmed = frozenset(terms) - negated(text)
         phrases = frozenset(pair for phrase in meant for pair in _pairs(profile.words(phrase)))
-        return cls(text, terms, pairs, name, tuple(words), _names(text, profile), affirmed, phrases)
+        part = cls(text, terms, pairs, name, tuple(words), _names(text, profile), affirmed, phrases, rarity(text))
+        named = frozenset(t for t in terms if t in profile.names)
+        return replace(part, about=named) if part.only(named, profile) else part
+
+    def only(self, subject: frozenset[str], profile: ModuleProfile) -> bool:
+        """True when the part names every term of `subject` and nothing else specific: every other word of it the
+        module uses is common in English (`ASKING`: "how does ZeRO work?", not "what does ZeRO stage 2 add?")."""
+        others = (t for t in self.terms if t in profile.term_weights and t not in subject)
+        return bool(subject) and subject <= set(self.terms) and all(self.rarity.get(t, 1.0) <= ASKING for t in others)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +235,7 @@ def score(candidate: Candidate, part: Part, part_vector: np.ndarray, profile: Mo
     base = read(whole, candidate.title_terms, part, part_vector, profile)
     clauses = (read(view, candidate.title_terms, part, part_vector, profile) for view in candidate.clauses)
     best = max(clauses, default=base)
-    about = HEAD_WEIGHT if candidate.head & part.names else 0.0
+    about = HEAD_WEIGHT if candidate.head & (part.names | part.about) else 0.0
     denies = POLARITY_WEIGHT if candidate.denies & part.affirmed else 0.0
     return prior + base + CLAUSE_WEIGHT * max(0.0, best - base) + about - denies
 
@@ -228,13 +245,11 @@ def read(view: View, title_terms: frozenset[str], part: Part, part_vector: np.nd
     the share of the part's word pairs it uses side by side ("loss scale" in "loss scaling", not "loss falls ...
     Scaling laws"). Words the module never uses count for no unit: what they ask, the coverage sentence says."""
     dense = float(view.vector @ part_vector)
-    known = [t for t in part.terms if t in profile.term_weights]
-    if not known:
+    weights = {t: profile.term_weights[t] * part.rarity.get(t, 1.0) for t in part.terms if t in profile.term_weights}
+    if not weights:
         return dense
-    total = sum(profile.term_weights[t] for t in known)
-    shared = sum(
-        profile.term_weights[t] * (1.0 if t in view.terms else TITLE_WEIGHT if t in title_terms else 0) for t in known
-    )
+    total = sum(weights.values())
+    shared = sum(w * (1.0 if t in view.terms else TITLE_WEIGHT if t in title_terms else 0) for t, w in weights.items())
     adjacent = sum(pair in view.pairs for pair in part.pairs) / len(part.pairs) if part.pairs else 0.0
     meant = PAIR_WEIGHT if part.phrases & view.pairs else 0.0
     return dense + LEXICAL_WEIGHT * shared / total + PAIR_WEIGHT * adjacent + meant

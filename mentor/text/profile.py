@@ -11,6 +11,8 @@
   names of things it says apart, so a question naming two of them wants a sentence about each.
 - `opening`, `audience`: the opening's units, and those naming a prerequisite module (its front matter's ids):
   what a question about the module itself is answered with.
+- `leads`: the unit each teaching section opens with, and the subject its title names first ("2 — Mixed-precision
+  training (q22)": "Keep most math in 16-bit, protect sensitive parts in fp32."): what the module says that subject is.
 - `subjects`: what the module teaches, by the names it gives them: its table rows' heads ("Tensor parallel (TP)":
   "Tensor parallel", "TP"; "Sequence / context": each) and its section titles' parts ("1 — Parallelism strategies &
   ZeRO (q16)": "Parallelism strategies", "ZeRO"), as written.
@@ -66,6 +68,7 @@ class ModuleProfile:
     # term is the initials of what it stands for), so a unit writing "combine DP/TP/PP" is found by a learner who
     # writes "tensor parallel".
     shorthand: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    leads: Mapping[str, frozenset[str]] = field(default_factory=dict)  # a section's first unit -> its subject's terms
 
     def words(self, text: str) -> list[str]:
         """A question's terms, in order ("stage", "2" kept): read already (`mentor.understanding`), so spelt as the
@@ -108,7 +111,8 @@ class ModuleProfile:
         opening_units = [text for chunk, text in units if chunk.position == 0]
         audience = frozenset(text for text in opening_units if any(p in text for p in prerequisites))
         names = _names(text for _, text in units)
-        subjects = _subjects([c for c in chunks if not describes_module(c)])
+        teaching = [c for c in chunks if not describes_module(c)]
+        subjects = _subjects(teaching)
         # An initialism that is a stop word as well ("IT", "US") is no term to read a unit by.
         shorthand = {
             key[0]: tuple(tokenize(expansion))
@@ -125,6 +129,7 @@ class ModuleProfile:
             audience,
             subjects,
             shorthand,
+            _leads(teaching),
         )
 
 
@@ -148,6 +153,22 @@ def _subjects(chunks: Sequence[Piece]) -> tuple[str, ...]:
     titles = dict.fromkeys(chunk.section_title for chunk in chunks)
     names = [*(n for head in heads for n in names_in(head)), *(n for t in titles for n in names_in(t, asides=False))]
     return tuple(dict.fromkeys(names))
+
+
+def _leads(chunks: Sequence[Piece]) -> dict[str, frozenset[str]]:
+    """The unit opening each section of `chunks` (in reading order), with the terms of the first name its title
+    holds (`names_in`): "Scaling laws" of "3 — Scaling laws: Kaplan vs Chinchilla (q28)"."""
+    found: dict[str, frozenset[str]] = {}
+    before = None
+    for chunk in chunks:
+        names = names_in(chunk.section_title, asides=False)
+        units = split_units(chunk.text)
+        # A table opening the section is no statement of what its subject is: its first row is one of its items.
+        opens = units and record_of(units[0].text) is None
+        if chunk.section_title != before and names and opens and (terms := frozenset(tokenize(names[0]))):
+            found.setdefault(units[0].text, terms)
+        before = chunk.section_title
+    return found
 
 
 def names_in(name: str, *, asides: bool = True) -> list[str]:
