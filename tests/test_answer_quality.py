@@ -479,7 +479,10 @@ def test_the_first_question_embeds_nothing_new_after_warming(runtime) -> None:
 
 
 @pytest.mark.parametrize(
-    "question", ["how does mixed-precision training work?", "What should I understand about Mixed-precision training?"]
+    # "how does mixed-precision training work?" was one: its section's opening answers it now, in full
+    # (tests/test_subject_questions.py).
+    "question",
+    ["how does precision affect training?", "What should I understand about Mixed-precision training?"],
 )
 def test_a_question_of_one_part_answered_only_nearby_is_not_named_back_whole(runtime, question: str) -> None:
     # Its one part is the question: "The module does not cover “how does mixed-precision training work”; here is

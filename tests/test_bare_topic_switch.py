@@ -68,5 +68,9 @@ def test_a_bare_term_after_another_topic_is_answered_as_a_new_question(outcomes)
     glued = [(before, message) for before, message, kept in outcomes if not kept]
     print(f"\nbare term after another topic: {len(outcomes) - len(glued)} of {len(outcomes)} answered as asked alone")
     # 80 of 142 before the module's terms were kept apart (`ModuleWords.apart`) and closeness measured against
-    # questions in general; 120 of 142 after.
-    assert len(glued) <= 22, glued
+    # questions in general; 120 of 142 after. The cases follow the answers (an earlier question qualifies when its
+    # answer cites none of the term's sections), so a change of answers draws others: 112 of 140 since words common
+    # in English weigh less (twelfth round), where the code before it keeps 112 of the same 140 too; and of the 142
+    # drawn before, the new code keeps every one it still draws ("small enough ?" alone is no longer answered with
+    # the nearest sentence, "Deployment twist: over-train smaller models ...").
+    assert len(glued) <= 28, glued
