@@ -33,13 +33,19 @@ MIN_WEIGHT = 0.25
 SEARCH_CACHE_SIZE = 2048
 
 
+def english_weight(word: str) -> float:
+    """How much a word says about what is asked, by how rare it is in English (`RARE`, at least `MIN_WEIGHT`)."""
+    return max(MIN_WEIGHT, RARE - frequency(word))
+
+
 def rarity(text: str) -> dict[str, float]:
-    """Each term of `text` (a stem, as `tokenize` makes it) weighed by how rare the word written is in English
-    (`RARE`, at least `MIN_WEIGHT`): how much it says about what is asked. A stem written two ways weighs its rarer."""
+    """Each term of `text` (a stem, as `tokenize` makes it) by its word's `english_weight`, capped at 1: a word more
+    common in English than Zipf 5 ("does", "work", "stage") weighs less, a rarer one no more than "zero" or "memory"
+    (which of those says more is the module's word weights' to say). A stem written two ways weighs its rarer."""
     found: dict[str, float] = {}
     for word in WORD.findall(text.lower()):
         for term in tokenize(word):
-            found[term] = max(found.get(term, 0.0), min(1.0, max(MIN_WEIGHT, RARE - frequency(word))))
+            found[term] = max(found.get(term, 0.0), min(1.0, english_weight(word)))
     return found
 
 
@@ -167,7 +173,7 @@ class Retriever:
         for word in WORD.findall(query.lower()):
             if len(word) < 2 or word in STOP_WORDS or QUANTITY.fullmatch(word):
                 continue
-            weight = max(MIN_WEIGHT, RARE - frequency(word))
+            weight = english_weight(word)
             if words.knows(word):
                 known += weight
             elif word in number_words():  # "seventy billion": an argument, like "70B" ("zero" is the module's ZeRO)
