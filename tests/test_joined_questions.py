@@ -1,0 +1,62 @@
+"""Two questions written as one message are both answered: "half of a two-part question dropped" is a weakness the
+brief names.
+
+The cases are generated, not picked: pairs of the sweeps' questions (single-turn dev questions in scope) whose golden
+expectations share no section, drawn with a fixed seed from the golden set alone (not from any answer, so a change
+of answers draws the same pairs), each joined in one of three ways learners join questions. The joined answer must
+cite one of the expected sections of each half. Written, and run once, before any change it measures.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from mentor.evaluate.golden import load_golden
+from mentor.evaluate.sweeps import sweep_cases
+
+from .chat_helpers import ask_module as ask
+from .chat_helpers import cited_sections as sections
+from .conftest import ROOT
+
+PAIRS = 60
+SEED = 0
+JOINS = ("{a} and {b}", "{a}? {b}", "{a}, also {b}")
+
+
+def pairs() -> list[tuple[str, frozenset[str], str, frozenset[str]]]:
+    """`PAIRS` pairs of sweep questions with disjoint expected sections, each with its expected sections."""
+    cases = sweep_cases(load_golden(ROOT / "eval" / "golden.jsonl", "dev"))
+    questions = [(c.question, frozenset(c.expect.sections)) for c in cases if c.expect.sections]
+    rng = random.Random(SEED)
+    found: list[tuple[str, frozenset[str], str, frozenset[str]]] = []
+    while len(found) < PAIRS:
+        (a, sa), (b, sb) = rng.sample(questions, 2)
+        if not sa & sb and (a, b) not in {(x, y) for x, _, y, _ in found}:
+            found.append((a, sa, b, sb))
+    return found
+
+
+@pytest.fixture(scope="module")
+def outcomes(runtime) -> list[tuple[str, bool]]:
+    found = []
+    for index, (a, sa, b, sb) in enumerate(pairs()):
+        message = JOINS[index % len(JOINS)].format(a=a.rstrip(" ?"), b=b)
+        cited = sections(ask(runtime, message))
+        found.append((message, bool(cited & sa) and bool(cited & sb)))
+    return found
+
+
+def test_the_pairs_are_drawn_from_the_golden_set_alone() -> None:
+    drawn = pairs()
+    assert len(drawn) == PAIRS and drawn == pairs()
+    assert all(not sa & sb for _, sa, _, sb in drawn)
+
+
+def test_both_halves_of_a_joined_question_are_answered(outcomes) -> None:
+    halved = [message for message, both in outcomes if not both]
+    print(halved)
+    print(f"\njoined questions: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
+    # 9 of 60 when written: a known gap (docs/eval-notes.md, twelfth round). A floor, not a target.
+    assert len(halved) <= 51, halved
