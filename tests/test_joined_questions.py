@@ -58,5 +58,8 @@ def test_both_halves_of_a_joined_question_are_answered(outcomes) -> None:
     halved = [message for message, both in outcomes if not both]
     print(halved)
     print(f"\njoined questions: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
-    # 9 of 60 when written: a known gap (docs/eval-notes.md, twelfth round). A floor, not a target.
-    assert len(halved) <= 51, halved
+    # 9 of 60 when written; 16 of 60 since a comparison's rows leave another part's sentence in place and a
+    # calculation's other parts are answered (tests/test_joined_parts.py). Most of the rest are joins the reader
+    # does not cut ("which paper introduced zero and does the mxfp4 format ..."), or parts past the third: a known
+    # gap (docs/eval-notes.md, twelfth round). A floor, not a target.
+    assert len(halved) <= 44, halved

@@ -47,7 +47,9 @@ from mentor.retrieve import Passage
 from mentor.safety import sanitize_markdown
 from mentor.text import Unit, split_sentences, split_units
 from mentor.text.profile import ModuleProfile
+from mentor.text.records import record_of
 from mentor.text.units import clauses
+from mentor.tools.fit import CALCULATION
 from mentor.tools.registry import CALCULATORS, description_of, rule_of, title_of
 from mentor.understanding import Reading
 from mentor.understanding.reading import SURE_KIND
@@ -55,6 +57,7 @@ from mentor.understanding.reading import SURE_KIND
 ENGINE = "extractive"
 MAX_UNITS = {"explain": 3, "brief": 1, "hint": 1}
 # A model size in module text ("7B", "1.4T"): a sentence about another size is the worked example, not the rule.
+DIGIT = re.compile(r"\d")  # a part writing a number may be what a calculator read; one writing none is not
 SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([BT])\b")
 OPENING_MARGIN = 0.1  # another sentence of the opening answers a question about the module if this much better
 OWN_TERMS = 2  # a follow-up naming this many topic words is read on its own, not joined to the question before
@@ -160,7 +163,8 @@ class ExtractiveEngine:
         if computed or question.unmodelled:
             # A calculator that does not model what the question names ran not: its rule is quoted alone.
             fresh = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
-            return self._calculation(question, computed, fresh or pool, profile)
+            calculated = self._calculation(question, computed, fresh or pool, profile)
+            return self._beside_calculation(question, fresh or pool, *calculated)
         parts, newly_named = self._parts(question, pool, said)
         per_part = 2 if question.style == "explain" else 1
         limit = max(MAX_UNITS[question.style], len(parts)) if question.style != "hint" else 1
@@ -189,8 +193,8 @@ class ExtractiveEngine:
         if reading is not None and not reading.continues:
             selection = decided(selection, reading, parts, vectors, fresh, profile, limit)
             if question.style != "hint":  # a hint points at one sentence
-                selection = compared(selection, reading, parts, fresh, limit)
-                selection = defined(selection, reading, parts, fresh, profile, limit)
+                selection = compared(selection, reading, parts, vectors, fresh, profile, limit)
+                selection = defined(selection, reading, parts, fresh, profile)
         if not selection.chosen and lacking and any(covers_more(p, lacking, profile) for p in parts):
             # A part naming a concept the module lacks is held to the strict floor: a sentence merely sharing its
             # words is no answer. When none clears it, the part's other topics the module does teach ("what is the
@@ -234,6 +238,29 @@ class ExtractiveEngine:
             best_score([p], [self._embedder.embed_query(p.text)], unsaid, profile) for p in (own, joined)
         )
         return ([joined], own.names) if joined_best > own_best + OWN_READING else ([own], frozenset())
+
+    def _beside_calculation(
+        self, question: Question, pool: Sequence[Candidate], selection: Selection, parts: list[Part]
+    ) -> tuple[Selection, list[Part]]:
+        """A calculation's `selection` and `parts`, with the message's other parts answered as any part is: those
+        asking for no figure and writing no number, which no calculator read ("what does each GPU keep under plain
+        data parallelism, also chinchila optimal data for a 400M model?"). A hint points at one step, and gets none."""
+        reading, profile = question.reading, question.profile
+        if reading is None or len(reading.parts) < 2 or question.style == "hint":
+            return selection, parts
+        rest = [
+            Part.of(p.text, profile, p.written, p.meant)
+            for p in reading.parts
+            if p.kind != CALCULATION and not DIGIT.search(p.text)
+        ]
+        if not rest or len(rest) == len(reading.parts):
+            return selection, parts
+        vectors = [self._embedder.embed_query(part.text) for part in rest]
+        more = select(rest, vectors, pool, profile, per_part=1, limit=len(rest))
+        taken = {(c.passage.chunk_id, c.unit.index) for c in selection.chosen}
+        chosen = [*selection.chosen, *(c for c in more.chosen if (c.passage.chunk_id, c.unit.index) not in taken)]
+        ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
+        return Selection(ordered, [*selection.unanswered, *more.unanswered], selection.lead), [*parts, *rest]
 
     def _calculation(
         self, question: Question, computed: Sequence[ToolCall], pool: Sequence[Candidate], profile: ModuleProfile
@@ -435,10 +462,17 @@ def decided(
 
 
 def compared(
-    selection: Selection, reading: Reading, parts: Sequence[Part], pool: Sequence[Candidate], limit: int
+    selection: Selection,
+    reading: Reading,
+    parts: Sequence[Part],
+    vectors: Sequence[np.ndarray],
+    pool: Sequence[Candidate],
+    profile: ModuleProfile,
+    limit: int,
 ) -> Selection:
     """`selection` answering a part that surely compares rows of a table ("dp vs pp?") with those rows, both sides
-    with the same attributes, where the best sentence alone was one listing every row; other parts keep theirs."""
+    with the same attributes, where the best sentence alone was one listing every row; a unit answering another part
+    better keeps its place ("tp vs dp? why did models like gpt-3 end up under-trained?" keeps the Kaplan sentence)."""
     comparing = reading.surely_part("comparison")
     if comparing is None:
         return selection
@@ -446,10 +480,22 @@ def compared(
     rows = compared_rows(part, pool) if part is not None else []
     if not rows:
         return selection
-    others = [c for c in selection.chosen if all(c is not row for row in rows)] if len(parts) > 1 else []
-    chosen = [*rows, *others][: max(limit, len(rows))]
+    # Another row of the table is no answer beside the rows compared ("pipline vs tensor paralel, whats split in
+    # each": not the data-parallel row).
+    others = [c for c in selection.chosen if record_of(c.unit.text) is None] if len(parts) > 1 else []
+    # The others answering another part first, then those the rows answer in their place, as room allows.
+    others.sort(key=lambda c: _answers(c, parts, vectors, profile) is part)
+    chosen = [*rows, *others][: max(limit, len(rows) + len(parts) - 1)]
     ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
     return Selection(ordered, [p for p in selection.unanswered if p is not part], selection.lead)
+
+
+def _answers(
+    candidate: Candidate, parts: Sequence[Part], vectors: Sequence[np.ndarray], profile: ModuleProfile
+) -> Part:
+    """The part `candidate` answers best."""
+    scored = zip(parts, vectors, strict=True)
+    return max(scored, key=lambda pair: score(candidate, pair[0], pair[1], profile))[0]
 
 
 def defined(
@@ -458,7 +504,6 @@ def defined(
     parts: Sequence[Part],
     pool: Sequence[Candidate],
     profile: ModuleProfile,
-    limit: int,
 ) -> Selection:
     """`selection` opening with the unit a section opens with, for each part that surely asks what a subject is or
     how it works and names the subject the section's title names first ("what is mixed-precision training?": "Keep
@@ -476,7 +521,8 @@ def defined(
             chosen.insert(0, lead)
     if not answered:
         return selection
-    ordered = sorted(chosen[: max(limit, len(answered))], key=lambda c: (c.passage.position, c.unit.index))
+    # One opening more per part it answers: the selection's units for the other parts keep their places.
+    ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
     return Selection(ordered, [p for p in selection.unanswered if p.text not in answered], selection.lead)
 
 
