@@ -29,21 +29,26 @@ FRAMES = (
 )
 
 
-@pytest.fixture(scope="module")
-def outcomes(runtime) -> list[tuple[str, bool]]:
+def asked(runtime) -> list[tuple[str, object, bool]]:
+    """Every subject asked in every frame: the message, its answer, and whether the answer cites a sentence holding
+    every word of the subject's name or one of the section the subject names."""
     profile = runtime.chat.catalog.retriever.modules[MODULE_ID].profile
     found = []
     for subject in subjects(runtime):
         wanted = set(tokenize(subject))
         for frame in FRAMES:
             message = frame.format(subject.lower())
-            answered = ask(runtime, message)
-            cited = answered.answer.citations
-            about = any(wanted <= set(profile.unit_words(c.quote)) for c in cited) or any(
-                wanted <= set(tokenize(c.section_title)) for c in cited
+            answer = ask(runtime, message).answer
+            about = any(wanted <= set(profile.unit_words(c.quote)) for c in answer.citations) or any(
+                wanted <= set(tokenize(c.section_title)) for c in answer.citations
             )
-            found.append((message, not answered.answer.out_of_scope and about))
+            found.append((message, answer, about))
     return found
+
+
+@pytest.fixture(scope="module")
+def outcomes(runtime) -> list[tuple[str, bool]]:
+    return [(message, not answer.out_of_scope and about) for message, answer, about in asked(runtime)]
 
 
 def test_the_cases_are_generated(runtime, outcomes) -> None:

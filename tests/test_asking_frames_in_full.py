@@ -7,28 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from mentor.text import tokenize
-
-from .chat_helpers import ask_module as ask
-from .conftest import MODULE_ID
-from .test_asking_frames import FRAMES
-from .test_how_does_it_work import subjects
+from .test_asking_frames import asked
 
 
 @pytest.fixture(scope="module")
 def outcomes(runtime) -> list[tuple[str, bool]]:
-    profile = runtime.chat.catalog.retriever.modules[MODULE_ID].profile
-    found = []
-    for subject in subjects(runtime):
-        wanted = set(tokenize(subject))
-        for frame in FRAMES:
-            message = frame.format(subject.lower())
-            answer = ask(runtime, message).answer
-            about = any(wanted <= set(profile.unit_words(c.quote)) for c in answer.citations) or any(
-                wanted <= set(tokenize(c.section_title)) for c in answer.citations
-            )
-            found.append((message, about and answer.coverage == "full"))
-    return found
+    return [(message, about and answer.coverage == "full") for message, answer, about in asked(runtime)]
 
 
 def test_a_subject_is_answered_in_full_however_it_is_asked(outcomes) -> None:

@@ -52,12 +52,12 @@ from mentor.text.units import clauses
 from mentor.tools.fit import CALCULATION
 from mentor.tools.registry import CALCULATORS, description_of, rule_of, title_of
 from mentor.understanding import Reading
+from mentor.understanding.reader import DIGIT
 from mentor.understanding.reading import SURE_KIND
 
 ENGINE = "extractive"
 MAX_UNITS = {"explain": 3, "brief": 1, "hint": 1}
 # A model size in module text ("7B", "1.4T"): a sentence about another size is the worked example, not the rule.
-DIGIT = re.compile(r"\d")  # a part writing a number may be what a calculator read; one writing none is not
 SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([BT])\b")
 OPENING_MARGIN = 0.1  # another sentence of the opening answers a question about the module if this much better
 OWN_TERMS = 2  # a follow-up naming this many topic words is read on its own, not joined to the question before

@@ -111,8 +111,7 @@ class ModuleProfile:
         opening_units = [text for chunk, text in units if chunk.position == 0]
         audience = frozenset(text for text in opening_units if any(p in text for p in prerequisites))
         names = _names(text for _, text in units)
-        teaching = [c for c in chunks if not describes_module(c)]
-        subjects = _subjects(teaching)
+        subjects = _subjects([c for c in chunks if not describes_module(c)])
         # An initialism that is a stop word as well ("IT", "US") is no term to read a unit by.
         shorthand = {
             key[0]: tuple(tokenize(expansion))
@@ -129,7 +128,7 @@ class ModuleProfile:
             audience,
             subjects,
             shorthand,
-            _leads(teaching),
+            _leads(units),
         )
 
 
@@ -155,19 +154,21 @@ def _subjects(chunks: Sequence[Piece]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _leads(chunks: Sequence[Piece]) -> dict[str, frozenset[str]]:
-    """The unit opening each section of `chunks` (in reading order), with the terms of the first name its title
-    holds (`names_in`): "Scaling laws" of "3 — Scaling laws: Kaplan vs Chinchilla (q28)"."""
+def _leads(units: Sequence[tuple[Piece, str]]) -> dict[str, frozenset[str]]:
+    """The unit opening each teaching section (`units`: each chunk's units, in reading order), with the terms of the
+    first name its title holds (`names_in`): "Scaling laws" of "3 — Scaling laws: Kaplan vs Chinchilla (q28)"."""
     found: dict[str, frozenset[str]] = {}
-    before = None
-    for chunk in chunks:
+    before: Piece | None = None
+    for chunk, text in units:
+        if chunk is before:
+            continue  # not the chunk's first unit
+        opens = before is None or chunk.section_title != before.section_title
+        before = chunk
         names = names_in(chunk.section_title, asides=False)
-        units = split_units(chunk.text)
+        terms = frozenset(tokenize(names[0])) if names else frozenset()
         # A table opening the section is no statement of what its subject is: its first row is one of its items.
-        opens = units and record_of(units[0].text) is None
-        if chunk.section_title != before and names and opens and (terms := frozenset(tokenize(names[0]))):
-            found.setdefault(units[0].text, terms)
-        before = chunk.section_title
+        if opens and terms and not describes_module(chunk) and record_of(text) is None:
+            found.setdefault(text, terms)
     return found
 
 
