@@ -9,10 +9,12 @@ from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
+from wordfreq import zipf_frequency
 
 from mentor.cli import SWEEP_SEED, app
 from mentor.evaluate.golden import Case, load_golden
 from mentor.evaluate.sweeps import (
+    ABBREVIATED_FREQUENCY,
     CHATTER_TEMPLATES,
     DEFAULT_SEED,
     EDGE_PUNCTUATION,
@@ -123,6 +125,22 @@ def test_a_typo_is_one_keyboard_slip_in_one_or_two_long_words(variants: list[Var
             assert one_slip(word, typed[len(lead) : len(typed) - len(trail)]), (source, typed)
         hows.update(re.findall(r"(neighbour|drop|swap):", variant.note))
     assert set(hows) == {"neighbour", "drop", "swap"}
+
+
+def test_an_abbreviation_drops_the_vowels_of_common_words_only(variants: list[Variant]) -> None:
+    abbreviated = of_kind(variants, "abbreviated")
+    assert len(abbreviated) >= 100
+    for variant in abbreviated:
+        assert variant.bare is not None
+        before, after = variant.bare.split(), variant.text.split()
+        changed = [(b, a) for b, a in zip(before, after, strict=True) if b != a]
+        assert changed and len(changed) == variant.note.count("->")
+        for source, typed in changed:
+            lead, word, trail = core(source)
+            short = typed[len(lead) : len(typed) - len(trail)]
+            assert zipf_frequency(word, "en") >= ABBREVIATED_FREQUENCY and word.islower(), source
+            assert short == word[0] + "".join(ch for ch in word[1:] if ch not in "aeiou") != word
+            assert len(short) >= 3
 
 
 def test_the_keyboard_map_is_symmetric() -> None:

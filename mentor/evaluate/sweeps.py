@@ -6,6 +6,9 @@ Every rewrite is made by a seeded `random.Random` from the case's own question, 
 - `typo`: one or two words of four letters or more get one keyboard slip each (a neighbouring key, a dropped
   letter, two adjacent letters swapped);
 - `shorthand`: casing changed, apostrophes and final punctuation dropped, chat shorthand ("u", "pls", "w/"...);
+- `abbreviated`: common English words written without their vowels, as learners shorten words in a chat ("what"
+  -> "wht", "about" -> "abt", "people" -> "ppl"): about half the words common enough (`ABBREVIATED_FREQUENCY`), at
+  least one, whatever they are; no list of abbreviations is consulted;
 - `order_words`: the question inside an ordinary learner sentence that uses an order-like word innocently
   ("my notes say to ignore this for the exam, but ...");
 - `chatter`: greetings, thanks and asides around the question ("hey! ... thx");
@@ -26,6 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from wordfreq import zipf_frequency
+
 from mentor.answer import ChatInput
 from mentor.evaluate.golden import Case
 
@@ -34,7 +39,7 @@ if TYPE_CHECKING:
     from mentor.record import AnsweredQuestion
 
 SWEPT_CATEGORIES = ("concept", "odd_in_scope", "calculation", "decision", "partial")
-VARIANT_KINDS = ("typo", "shorthand", "order_words", "chatter")
+VARIANT_KINDS = ("typo", "shorthand", "order_words", "chatter", "abbreviated")
 KINDS = (*VARIANT_KINDS, "topic_switch")
 DEFAULT_SEED = 0
 LEARNER = "sweeps"  # who asks: one pseudonymous learner for the whole sweep
@@ -58,6 +63,12 @@ SHORTHAND = {
     "because": "cuz", "with": "w/", "and": "n", "thanks": "thx", "really": "rly", "people": "ppl",
 }  # fmt: skip
 SHORTHAND_SHARE = 0.7
+# A word is abbreviated when it is at least this common in English (wordfreq's Zipf frequency: "what" 6.4, "model"
+# 5.3, "memory" 4.8) and keeps at least `ABBREVIATED_LETTERS` letters once its vowels after the first are dropped.
+ABBREVIATED_FREQUENCY = 5.0
+ABBREVIATED_LETTERS = 3
+ABBREVIATED_SHARE = 0.5
+VOWELS = frozenset("aeiou")
 SHORTHAND_WORDS = re.compile(r"(?i)\b(what\s+is|you|your|are|why|please|about|because|with|and|thanks|really|people)\b")
 APOSTROPHES = re.compile(r"['’]")
 FINAL_PUNCTUATION = "?.!…"
@@ -312,6 +323,34 @@ def shorthand(text: str, rng: random.Random) -> tuple[str, str]:
     return cased, f"casing: {first}"
 
 
+def without_vowels(word: str) -> str:
+    """`word` with its vowels after the first letter dropped: "about" -> "abt", "people" -> "ppl"."""
+    return word[0] + "".join(ch for ch in word[1:] if ch.lower() not in VOWELS)
+
+
+def abbreviate(text: str, rng: random.Random) -> tuple[str, str] | None:
+    """`text` with about half its common lower-case words written without vowels (at least one), and which; None
+    when no word can be."""
+    slots = [
+        match
+        for match in CASEABLE_WORD.finditer(text)
+        if match.group().islower()
+        and zipf_frequency(match.group(), "en") >= ABBREVIATED_FREQUENCY
+        and len(short := without_vowels(match.group())) >= ABBREVIATED_LETTERS
+        and short != match.group()
+    ]
+    if not slots:
+        return None
+    chosen = [m for m in slots if rng.random() < ABBREVIATED_SHARE] or [rng.choice(slots)]
+    out, end, edits = "", 0, []
+    for match in chosen:
+        short = without_vowels(match.group())
+        out += text[end : match.start()] + short
+        end = match.end()
+        edits.append(f"{match.group()} -> {short}")
+    return out + text[end:], "; ".join(edits)
+
+
 def wrap(text: str, templates: Sequence[str], rng: random.Random) -> tuple[str, str]:
     """`text` inside one of `templates`, and the template."""
     template = rng.choice(templates)
@@ -328,6 +367,8 @@ def rewrite(kind: str, text: str, rng: random.Random) -> tuple[str, str] | None:
         return wrap(text, ORDER_TEMPLATES, rng)
     if kind == "chatter":
         return wrap(text, CHATTER_TEMPLATES, rng)
+    if kind == "abbreviated":
+        return abbreviate(text, rng)
     raise ValueError(f"unknown variant kind {kind!r}")
 
 
