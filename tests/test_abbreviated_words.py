@@ -43,11 +43,13 @@ def test_an_abbreviated_question_is_answered_from_the_same_section(outcomes) -> 
     moved = [message for message, kept, _ in outcomes if not kept]
     print(moved)
     print(f"\nabbreviated words: {len(outcomes) - len(moved)} of {len(outcomes)} kept the bare question's section")
-    assert len(moved) <= 23
+    # 91 of 114 when written; 112 once a shortened common word is read as that word (`english_shorthand`).
+    assert len(moved) <= 2
 
 
 def test_an_abbreviated_word_is_never_reported_as_a_topic(outcomes) -> None:
     named = [(message, words) for message, _, words in outcomes if words]
     print(named)
     print(f"\nabbreviated words named as topics the module lacks: in {len(named)} of {len(outcomes)} questions")
-    assert len(named) <= 74
+    # In 74 of 114 when written ("wht", "shld", "ppl" named as topics); none since.
+    assert not named

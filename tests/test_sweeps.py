@@ -198,7 +198,7 @@ def test_eval_sweep_takes_the_dev_split_only() -> None:
 def test_sweeps_meet_the_targets(runtime, dev_cases: list[Case]) -> None:
     report = asyncio.run(run_sweeps(runtime.chat, dev_cases, module_id=MODULE_ID, seed=DEFAULT_SEED))
     misses = []
-    for kind in ("typo", "shorthand", "order_words", "chatter"):
+    for kind in VARIANT_KINDS:
         summary = report.kind(kind)
         if summary.n == 0 or (summary.same_section or 0) < SAME_SECTION_MIN:
             misses.append(f"{kind}: same_section {summary.same_section} < {SAME_SECTION_MIN}")

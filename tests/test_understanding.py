@@ -13,7 +13,7 @@ from mentor.understanding.clauses import TEMPLATE, normalise, pieces_of, split_c
 from mentor.understanding.lacking import FROZEN, LackingModel, words_of
 from mentor.understanding.measure import measure
 from mentor.understanding.reader import Reader
-from mentor.understanding.spelling import english_correction
+from mentor.understanding.spelling import english_correction, english_shorthand
 from mentor.understanding.words import ModuleWords
 
 from .conftest import INDEXES_ID, MODULE_ID, ROOT
@@ -91,6 +91,37 @@ def test_a_short_word_is_a_typo_only_for_a_swap_or_a_replaced_letter() -> None:
     from mentor.understanding.spelling import _replaced
 
     assert not _replaced("mamba", "mama") and not _replaced("llava", "lava") and _replaced("wbats", "whats")
+
+
+def test_a_common_word_written_without_its_vowels_is_read_as_that_word(words) -> None:
+    """ "sry", "wht", "ppl" were kept as written: the embedder read chat it does not know, and the lacking decision
+    named them as topics. The rule is the learners' (a word's first letter, then its consonants), checked against
+    wordfreq; an initialism is no common word's shorthand, and the module's own words are never respelled."""
+    for short, meant in (("wht", "what"), ("abt", "about"), ("ppl", "people"), ("sry", "sorry"), ("shld", "should")):
+        assert english_shorthand(short) == meant, short
+    assert english_shorthand("mdl") == "model"  # its consonants exactly, before "middle" with one "d" dropped
+    for initialism in ("sft", "mlp", "ddp", "sgd", "why", "try", "fsdp"):
+        assert english_shorthand(initialism) is None, initialism
+    read_text, corrections = words.speller.correct("sry, wht does ZeRO shard? Wht abt FSDP and tp")
+    assert read_text == "sorry, what does ZeRO shard? what about FSDP and tp"
+    assert [c.written for c in corrections] == ["sry", "wht", "Wht", "abt"]
+
+
+def test_an_abbreviated_word_is_never_a_topic_the_module_lacks(reader, words) -> None:
+    lacking = reader.decisions.lacking
+    assert lacking.lacking("sry if dumb q but wht is the memory hog ppl mention", words.speller) == ()
+    assert lacking.lacking("shld i use zero or fsdp, abt 7b params", words.speller) == ()
+
+
+def test_a_name_with_its_number_after_a_hyphen_is_one_word(reader, words) -> None:
+    """ "fp-16" was read as "fp" and "16": "fp" named as a topic the module lacks, though it writes "fp16"."""
+    lacking = reader.decisions.lacking
+    assert lacking.lacking("why fp-16 need loss scailing", words.speller) == ()
+    assert lacking.lacking("is gpt-4 trained with zero-3?", words.speller) == ("gpt-4",)
+    assert [w.written for w in words_of("is gpt-4 trained with zero-3?", words.speller) if w.known] == [
+        "trained",
+        "zero-3",
+    ]
 
 
 def test_the_glossary_spells_out_the_modules_shorthand_beside_the_learners_words(words) -> None:

@@ -40,9 +40,12 @@ from mentor.understanding.lexicon import QUANTITY
 from mentor.understanding.numerals import number_words
 from mentor.understanding.spelling import Speller, english_correction, frequency
 
-# "1F1B", "fp8", "don't", and a dotted name as one word ("llama.cpp", "torch.compile", "llm.int8"; not "e.g"); a
-# match starts only where a word does (trying every digit of a 4,000-digit run was quadratic: 88 ms a message)
-WORD = re.compile(r"(?<![A-Za-z0-9_.])[0-9]*[A-Za-z][A-Za-z0-9_]*(?:(?<=\w\w)\.[A-Za-z][A-Za-z0-9_]+)*(?:'[a-z]+)?")
+# "1F1B", "fp8", "don't", a dotted name as one word ("llama.cpp", "torch.compile", "llm.int8"; not "e.g"), and a name
+# with its number after a hyphen ("fp-16" is "fp16", "gpt-4"); a match starts only where a word does (trying every
+# digit of a 4,000-digit run was quadratic: 88 ms a message)
+WORD = re.compile(
+    r"(?<![A-Za-z0-9_.])[0-9]*[A-Za-z][A-Za-z0-9_]*(?:(?<=\w\w)\.[A-Za-z][A-Za-z0-9_]+)*(?:-[0-9]+(?![\w.-]))?(?:'[a-z]+)?"
+)
 MAX_DIGITS = 3  # a token with more digits is a number or an id ("run-7b172231"), not a name ("h100", "fp16") ...
 RUNS = re.compile(r"[a-z]+|\d+")
 CASED_RUNS = re.compile(r"[a-z]+|[A-Z]+|\d+")
@@ -82,8 +85,9 @@ def words_of(text: str, speller: Speller) -> list[Word]:
             or (len(lower) >= ID_LENGTH and len(RUNS.findall(lower)) >= ID_RUNS)
             or (len(lower) >= ID_LENGTH and len(CASED_RUNS.findall(written)) >= ID_CASED_RUNS)
         )
+        joined = lower.replace("-", "")  # "fp-16": the module's "fp16"
         known = (
-            speller.knows(lower) or bool(speller.lexicon.expansions(lower)) or speller.correction(written) is not None
+            speller.knows(joined) or bool(speller.lexicon.expansions(joined)) or speller.correction(written) is not None
         )
         # A slip of the keyboard for a common English word ("teh", "diffrence", "srry") is a typo, never a topic.
         typo = not known and not stop and lower.isalpha() and english_correction(lower) is not None

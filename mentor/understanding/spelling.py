@@ -15,6 +15,11 @@ ordinary word, not a topic?"), its vocabulary knows chat ("lol", "idk", "thx"), 
   two of its letters were swapped ("thnig" -> "thing") or, in five letters, one replaced ("wbats" -> "whats");
   otherwise it only tells that it is a typo, not a topic the module lacks (`english_correction`: "teh" is the slip
   of "the", while "peft" would read as "pest").
+- A word written without its vowels after the first letter is read as the most common English word it shortens,
+  when that word is common (`COMMON`) and far more common than the shorthand ("wht" -> "what", "abt" -> "about",
+  "ppl" -> "people", "shld" -> "should", "sry" -> "sorry": doubled letters may be written once); a topic's initialism
+  is not shortened from a common word ("sft" is no "soft", "mlp" nothing). No list of abbreviations: the rule is
+  the one learners follow, checked against wordfreq (`english_shorthand`).
 - A name (a capital inside a word not all capitals: "AdamW", "QLoRA") is never corrected, a word with digits never
   toward English.
 """
@@ -41,6 +46,11 @@ ENGLISH_LETTERS = 6  # words this long are rewritten toward English too; shorter
 # ... but a five-letter word with one letter replaced is taken too ("wbats" -> "whats"); one added or dropped is not
 # ("mamba" is no typo of "mama", "llava" none of "lava"). Typo sweep: 0.945 without, 0.953 with.
 REPLACED_LETTERS = 5
+# Shorthand: a word of at least `SHORTHAND_LETTERS` letters, no vowel after its first, stands for an English word at
+# least this common (Zipf: "what" 6.4, "model" 5.3, "soft" 4.7), one the module does not use already.
+COMMON = 5.0
+SHORTHAND_LETTERS = 3
+VOWELS = frozenset("aeiou")
 TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9']*[A-Za-z0-9]")
 DIGITS = re.compile(r"\d+")
 MAX_CORRECTED = 16  # a pasted page of names is not respelled word by word (each look-up costs a few milliseconds)
@@ -67,6 +77,44 @@ def _english_by_length() -> dict[int, list[str]]:
         if word.isalpha():
             by_length.setdefault(len(word), []).append(word)
     return by_length
+
+
+def consonants(word: str) -> str:
+    """`word`'s first letter and its consonants after it: "about" -> "abt", "people" -> "ppl"."""
+    return word[0] + "".join(ch for ch in word[1:] if ch not in VOWELS)
+
+
+def _once(letters: str) -> str:
+    """`letters` with each run of one letter written once: "srry" -> "sry"."""
+    return "".join(ch for i, ch in enumerate(letters) if i == 0 or ch != letters[i - 1])
+
+
+@functools.cache
+def _shorthands() -> tuple[dict[str, str], dict[str, str]]:
+    """Each shorthand of a common English word (`COMMON`) to the most common word it shortens: as its consonants
+    ("mdl": "model"), and with doubled letters once ("sry": "sorry"), the first preferred ("mdl" is not "middle").
+    Built once, from wordfreq's list in order of frequency (~2,000 words)."""
+    exact: dict[str, str] = {}
+    once: dict[str, str] = {}
+    for word in top_n_list(LANGUAGE, ENGLISH_WORDS):
+        if frequency(word) < COMMON:
+            break
+        short = consonants(word) if word.isalpha() else word
+        if short != word and len(short) >= SHORTHAND_LETTERS:
+            exact.setdefault(short, word)
+            once.setdefault(_once(short), word)
+    return exact, once
+
+
+@functools.lru_cache(maxsize=4096)
+def english_shorthand(word: str) -> str | None:
+    """The common English word `word` shortens by leaving out its vowels ("wht" -> "what"), if there is one far
+    more common than `word` itself (`MORE_COMMON`)."""
+    if len(word) < SHORTHAND_LETTERS or not word.isalpha() or VOWELS & set(word[1:]):
+        return None
+    exact, once = _shorthands()
+    meant = exact.get(word) or once.get(word)
+    return meant if meant is not None and frequency(meant) >= frequency(word) + MORE_COMMON else None
 
 
 @functools.lru_cache(maxsize=8192)
@@ -115,6 +163,7 @@ class Speller:
         self._module = functools.lru_cache(maxsize=4096)(self._nearest_module_word)
         # Asked of every word of every message, several times (spelling, lacking, coverage): a stem a call.
         self._known = functools.lru_cache(maxsize=8192)(self._knows)
+        _shorthands()  # built once per process, at start rather than on a learner's message (~0.1 s)
 
     def correct(self, text: str) -> tuple[str, tuple[Correction, ...]]:
         """`text` with its misspelt words replaced, and what was corrected."""
@@ -135,6 +184,8 @@ class Speller:
     def correction(self, written: str) -> Correction | None:
         """The correction of one word, or None when it is kept as written."""
         word = written.lower()
+        if written[1:].islower() and not self.knows(word) and (short := english_shorthand(word)) is not None:
+            return Correction(written, short)
         if len(word) < MIN_LETTERS or "'" in word or word.isdigit() or self.knows(word) or frequency(word) >= ORDINARY:
             return None
         if any(ch.isupper() for ch in written[1:]) and not written.isupper():
