@@ -84,6 +84,11 @@ def consonants(word: str) -> str:
     return word[0] + "".join(ch for ch in word[1:] if ch not in VOWELS)
 
 
+def _abbreviated(word: str) -> bool:
+    """True for a word that may be another written without its vowels: letters only, none after the first a vowel."""
+    return len(word) >= SHORTHAND_LETTERS and word.isalpha() and not VOWELS & set(word[1:])
+
+
 def _once(letters: str) -> str:
     """`letters` with each run of one letter written once: "srry" -> "sry"."""
     return "".join(ch for i, ch in enumerate(letters) if i == 0 or ch != letters[i - 1])
@@ -110,7 +115,7 @@ def _shorthands() -> tuple[dict[str, str], dict[str, str]]:
 def english_shorthand(word: str) -> str | None:
     """The common English word `word` shortens by leaving out its vowels ("wht" -> "what"), if there is one far
     more common than `word` itself (`MORE_COMMON`)."""
-    if len(word) < SHORTHAND_LETTERS or not word.isalpha() or VOWELS & set(word[1:]):
+    if not _abbreviated(word):
         return None
     exact, once = _shorthands()
     meant = exact.get(word) or once.get(word)
@@ -164,6 +169,12 @@ class Speller:
         # Asked of every word of every message, several times (spelling, lacking, coverage): a stem a call.
         self._known = functools.lru_cache(maxsize=8192)(self._knows)
         _shorthands()  # built once per process, at start rather than on a learner's message (~0.1 s)
+        # The module's own words by their shorthand, before English's ("lss" is this module's "loss", not "less").
+        self._shorthands: dict[str, str] = {}
+        for word in sorted(lexicon.words, key=frequency, reverse=True):
+            if word.isalpha() and len(short := consonants(word)) >= SHORTHAND_LETTERS and short != word:
+                self._shorthands.setdefault(short, word)
+                self._shorthands.setdefault(_once(short), word)
 
     def correct(self, text: str) -> tuple[str, tuple[Correction, ...]]:
         """`text` with its misspelt words replaced, and what was corrected."""
@@ -184,7 +195,7 @@ class Speller:
     def correction(self, written: str) -> Correction | None:
         """The correction of one word, or None when it is kept as written."""
         word = written.lower()
-        if written[1:].islower() and not self.knows(word) and (short := english_shorthand(word)) is not None:
+        if written[1:].islower() and not self.knows(word) and (short := self.shorthand(word)) is not None:
             return Correction(written, short)
         if len(word) < MIN_LETTERS or "'" in word or word.isdigit() or self.knows(word) or frequency(word) >= ORDINARY:
             return None
@@ -199,6 +210,13 @@ class Speller:
         if english is None or (len(word) < ENGLISH_LETTERS and not _replaced(word, english)):
             return None  # a shorter word is taken toward English only for letters swapped or one replaced
         return Correction(written, english)
+
+    def shorthand(self, word: str) -> str | None:
+        """The word `word` shortens by leaving out its vowels: the module's own first ("lss": "loss"), else a common
+        English word (`english_shorthand`)."""
+        if not _abbreviated(word):
+            return None
+        return self._shorthands.get(word) or english_shorthand(word)
 
     def knows(self, word: str) -> bool:
         """True for a word the module uses, in this form or another of the same stem ("gradient", "gradients")."""
