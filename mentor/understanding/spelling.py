@@ -15,11 +15,12 @@ ordinary word, not a topic?"), its vocabulary knows chat ("lol", "idk", "thx"), 
   two of its letters were swapped ("thnig" -> "thing") or, in five letters, one replaced ("wbats" -> "whats");
   otherwise it only tells that it is a typo, not a topic the module lacks (`english_correction`: "teh" is the slip
   of "the", while "peft" would read as "pest").
-- A word written without its vowels after the first letter is read as the most common English word it shortens,
-  when that word is common (`COMMON`) and far more common than the shorthand ("wht" -> "what", "abt" -> "about",
-  "ppl" -> "people", "shld" -> "should", "sry" -> "sorry": doubled letters may be written once); a topic's initialism
-  is not shortened from a common word ("sft" is no "soft", "mlp" nothing). No list of abbreviations: the rule is
-  the one learners follow, checked against wordfreq (`english_shorthand`).
+- A word written without its vowels after the first letter is read as the module's word it shortens ("lss" ->
+  "loss"), else as the most common English word it shortens, when that word is common (`COMMON`) and far more common
+  than the shorthand ("wht" -> "what", "abt" -> "about", "ppl" -> "people", "shld" -> "should", "sry" -> "sorry":
+  doubled letters may be written once); a topic's initialism is not shortened from a common word ("sft" is no
+  "soft", "mlp" nothing). No list of abbreviations: the rule is the one learners follow, checked against the
+  module's words and wordfreq's (`Speller.shorthand`, `english_shorthand`).
 - A name (a capital inside a word not all capitals: "AdamW", "QLoRA") is never corrected, a word with digits never
   toward English.
 """
