@@ -112,6 +112,7 @@ def test_a_shortened_word_is_the_modules_own_before_englishs(words) -> None:
     """ "lss follows a power law in whch quantities?" read "less follows ...", and was refused: the module's words
     come first, for shorthand as for typos."""
     assert words.speller.shorthand("lss") == "loss" and english_shorthand("lss") == "less"
+    assert words.speller.shorthand("fly") is None  # an ordinary word, though "fully" is the module's
     assert words.speller.correct("expected lss for 7B params")[0] == "expected loss for 7B params"
 
 

@@ -213,11 +213,13 @@ class Speller:
         return Correction(written, english)
 
     def shorthand(self, word: str) -> str | None:
-        """The word `word` shortens by leaving out its vowels: the module's own first ("lss": "loss"), else a common
-        English word (`english_shorthand`)."""
+        """The word `word` shortens by leaving out its vowels: the module's own first ("lss": "loss"), unless `word`
+        is an ordinary English word itself, else a common English word (`english_shorthand`)."""
         if not _abbreviated(word):
             return None
-        return self._shorthands.get(word) or english_shorthand(word)
+        # An ordinary English word is that word, as for any correction ("on the fly" is no "fully").
+        own = self._shorthands.get(word) if frequency(word) < ORDINARY else None
+        return own or english_shorthand(word)
 
     def knows(self, word: str) -> bool:
         """True for a word the module uses, in this form or another of the same stem ("gradient", "gradients")."""
