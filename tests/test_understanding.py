@@ -16,7 +16,6 @@ from mentor.understanding.reader import Reader
 from mentor.understanding.spelling import english_correction, english_shorthand
 from mentor.understanding.words import ModuleWords
 
-from .chat_helpers import ask_module
 from .conftest import INDEXES_ID, MODULE_ID, ROOT
 
 HELDOUT = ROOT / "eval/understanding/heldout"
@@ -114,17 +113,6 @@ def test_a_shortened_word_is_the_modules_own_before_englishs(words) -> None:
     assert words.speller.shorthand("lss") == "loss" and english_shorthand("lss") == "less"
     assert words.speller.shorthand("fly") is None  # an ordinary word, though "fully" is the module's
     assert words.speller.correct("expected lss for 7B params")[0] == "expected loss for 7B params"
-
-
-def test_a_slip_of_a_common_word_costs_a_question_no_coverage(runtime) -> None:
-    """ "which paer introuced zero?" was refused: the lacking decision read "paer" as a slip of "paper", but the
-    scope's coverage weighed it as a topic word the module lacks."""
-    coverage = runtime.retriever.coverage
-    slip, spelt = (coverage(q, MODULE_ID) for q in ("which paer introduced zero?", "which paper introduced zero?"))
-    assert slip == pytest.approx(spelt, abs=0.01)  # a common word either way ("per" or "paper"), not a topic
-    answered = ask_module(runtime, "which paer introuced zero?")
-    assert not answered.answer.out_of_scope
-    assert "further-reading" in {c.section_id for c in answered.answer.citations}
 
 
 def test_an_abbreviated_word_is_never_a_topic_the_module_lacks(reader, words) -> None:
