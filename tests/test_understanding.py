@@ -121,6 +121,15 @@ def test_an_abbreviated_word_is_never_a_topic_the_module_lacks(reader, words) ->
     assert lacking.lacking("shld i use zero or fsdp, abt 7b params", words.speller) == ()
 
 
+def test_only_the_modules_own_word_qualifies_a_concept_it_lacks(reader, words) -> None:
+    """ "abt qlora" was named as one concept: "abt" read as "about" counted as a module word before "qlora"."""
+    lacking = reader.decisions.lacking
+    assert lacking.lacking("wht abt qlora for a 7b model", words.speller) == ("qlora",)
+    assert lacking.lacking("gradiant accumulation + bf16 together, is that fine?", words.speller) == (
+        "gradiant accumulation",
+    )
+
+
 def test_a_name_with_its_number_after_a_hyphen_is_one_word(reader, words) -> None:
     """ "fp-16" was read as "fp" and "16": "fp" named as a topic the module lacks, though it writes "fp16"."""
     lacking = reader.decisions.lacking

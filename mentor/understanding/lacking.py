@@ -66,11 +66,12 @@ class Word:
     written: str
     start: int
     end: int
-    known: bool  # the module uses it (or the speller took it to a word it uses)
+    known: bool  # the module uses it (or the speller took it to a word it uses), and it is no stop word as read
     candidate: bool  # neither known, a stop word, nor a number: it may name a topic the module lacks
     # Read as an English word written without its vowels ("pls", "tmrw"): no candidate, yet a word the labelled
     # questions say names no topic, which the regression learns from (`training_words`).
     shortened: bool = False
+    read: str = ""  # as the speller reads it ("whch": "which"), lower case
 
 
 def words_of(text: str, speller: Speller) -> list[Word]:
@@ -90,7 +91,12 @@ def words_of(text: str, speller: Speller) -> list[Word]:
         )
         joined = lower.replace("-", "")  # "fp-16": the module's "fp16"
         module = speller.knows(joined) or bool(speller.lexicon.expansions(joined))
-        known = module or speller.correction(written) is not None
+        correction = speller.correction(written)
+        # Taken to a word the module uses ("paralel"), or to an English word ("introuced", "whch"): neither is a
+        # topic it lacks, and only the first is the module's word (one that may qualify a concept after it).
+        known = module or correction is not None
+        read = correction.read.lower() if correction is not None else lower
+        own = (module or (correction is not None and speller.knows(read))) and read not in ENGLISH_STOP_WORDS
         # A slip of the keyboard for a common English word ("teh", "diffrence", "srry") is a typo, never a topic.
         typo = not known and not stop and lower.isalpha() and english_correction(lower) is not None
         # A number written out ("seventy billion") is a quantity, like "70B"; "zero" is the module's ZeRO.
@@ -101,9 +107,10 @@ def words_of(text: str, speller: Speller) -> list[Word]:
                 written,
                 match.start(),
                 match.end(),
-                known and not stop,
+                own and not stop,
                 not (known or stop or typo or number),
                 shortened,
+                read,
             )
         )
     return found
@@ -266,7 +273,8 @@ def _regression() -> LogisticRegression:
 
 def _specific(word: Word) -> bool:
     """True for a word rare enough in English to name a kind of thing ("gradient"), not to ask ("does")."""
-    return any(ch.isdigit() for ch in word.written) or frequency(word.written.lower()) < QUALIFIER_FREQUENCY
+    read = word.read or word.written.lower()
+    return any(ch.isdigit() for ch in word.written) or frequency(read) < QUALIFIER_FREQUENCY
 
 
 def _adjacent(text: str, before: Word, after: Word) -> bool:
