@@ -70,8 +70,8 @@ class Word:
     candidate: bool  # neither known, a stop word, nor a number: it may name a topic the module lacks
     # Read as an English word written without its vowels ("pls", "tmrw"): no candidate, yet a word the labelled
     # questions say names no topic, which the regression learns from (`training_words`).
-    shortened: bool = False
-    read: str = ""  # as the speller reads it ("whch": "which"), lower case
+    shortened: bool
+    read: str  # as the speller reads it ("whch": "which"), lower case
 
 
 def words_of(text: str, speller: Speller) -> list[Word]:
@@ -273,8 +273,7 @@ def _regression() -> LogisticRegression:
 
 def _specific(word: Word) -> bool:
     """True for a word rare enough in English to name a kind of thing ("gradient"), not to ask ("does")."""
-    read = word.read or word.written.lower()
-    return any(ch.isdigit() for ch in word.written) or frequency(read) < QUALIFIER_FREQUENCY
+    return any(ch.isdigit() for ch in word.written) or frequency(word.read) < QUALIFIER_FREQUENCY
 
 
 def _adjacent(text: str, before: Word, after: Word) -> bool:
