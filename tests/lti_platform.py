@@ -91,7 +91,10 @@ class Platform:
 
     @property
     def jwks_url(self) -> str:
-        return f"{self.issuer}/jwks"
+        # Its own path per platform: the OS hands a freed port to the next test's platform, and the tool caches keys
+        # by JWKS URL, fetching one URL again at most every `platform_keys.RETRY_S` (a kid it lacks was then refused
+        # as unknown_key: two emulated platforms sharing one URL, which two real ones never do).
+        return f"{self.issuer}/jwks/{self.client_id}"
 
     def expect(self, message_type: str = c.RESOURCE_LINK_REQUEST, **kwargs: Any) -> str:
         """Prepare a launch (a learner clicking a link) and return its login_hint."""
@@ -174,8 +177,10 @@ def platform_app(platform: Platform) -> FastAPI:
     """The platform's HTTP side."""
     app = FastAPI()
 
-    @app.get("/jwks")
-    def jwks() -> JSONResponse:
+    @app.get("/jwks/{client_id}")
+    def jwks(client_id: str) -> JSONResponse:
+        if client_id != platform.client_id:
+            return JSONResponse({"error": "no such key set"}, 404)
         platform.jwks_fetches += 1
         if platform.jwks_down:
             return JSONResponse({"error": "down"}, 503)
