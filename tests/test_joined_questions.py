@@ -23,13 +23,17 @@ from .conftest import ROOT
 PAIRS = 60
 SEED = 0
 JOINS = ("{a} and {b}", "{a}? {b}", "{a}, also {b}")
+# A second draw, written and run once before the round that reads a second part with its first by the follow-up
+# model (docs/eval-notes.md, fourteenth round): other pairs, joined in three other ways.
+SEED_AGAIN = 1
+JOINS_AGAIN = ("{a}. {b}", "{a}, and {b}", "{a}; {b}")
 
 
-def pairs() -> list[tuple[str, frozenset[str], str, frozenset[str]]]:
+def pairs(seed: int = SEED) -> list[tuple[str, frozenset[str], str, frozenset[str]]]:
     """`PAIRS` pairs of sweep questions with disjoint expected sections, each with its expected sections."""
     cases = sweep_cases(load_golden(ROOT / "eval" / "golden.jsonl", "dev"))
     questions = [(c.question, frozenset(c.expect.sections)) for c in cases if c.expect.sections]
-    rng = random.Random(SEED)
+    rng = random.Random(seed)
     found: list[tuple[str, frozenset[str], str, frozenset[str]]] = []
     while len(found) < PAIRS:
         (a, sa), (b, sb) = rng.sample(questions, 2)
@@ -38,20 +42,27 @@ def pairs() -> list[tuple[str, frozenset[str], str, frozenset[str]]]:
     return found
 
 
-@pytest.fixture(scope="module")
-def outcomes(runtime) -> list[tuple[str, bool]]:
+def answered(runtime, seed: int, joins: tuple[str, ...]) -> list[tuple[str, bool]]:
+    """Each drawn pair joined in turn by `joins`, asked as one message: whether the answer cites both halves."""
     found = []
-    for index, (a, sa, b, sb) in enumerate(pairs()):
-        message = JOINS[index % len(JOINS)].format(a=a.rstrip(" ?"), b=b)
+    for index, (a, sa, b, sb) in enumerate(pairs(seed)):
+        message = joins[index % len(joins)].format(a=a.rstrip(" ?"), b=b)
         cited = sections(ask(runtime, message))
         found.append((message, bool(cited & sa) and bool(cited & sb)))
     return found
 
 
+@pytest.fixture(scope="module")
+def outcomes(runtime) -> list[tuple[str, bool]]:
+    return answered(runtime, SEED, JOINS)
+
+
 def test_the_pairs_are_drawn_from_the_golden_set_alone() -> None:
-    drawn = pairs()
-    assert len(drawn) == PAIRS and drawn == pairs()
-    assert all(not sa & sb for _, sa, _, sb in drawn)
+    for seed in (SEED, SEED_AGAIN):
+        drawn = pairs(seed)
+        assert len(drawn) == PAIRS and drawn == pairs(seed)
+        assert all(not sa & sb for _, sa, _, sb in drawn)
+    assert not {(a, b) for a, _, b, _ in pairs(SEED)} & {(a, b) for a, _, b, _ in pairs(SEED_AGAIN)}
 
 
 def test_both_halves_of_a_joined_question_are_answered(outcomes) -> None:
@@ -63,3 +74,12 @@ def test_both_halves_of_a_joined_question_are_answered(outcomes) -> None:
     # does not cut ("which paper introduced zero and does the mxfp4 format ..."), or parts past the third: a known
     # gap (docs/eval-notes.md, twelfth round). A floor, not a target.
     assert len(halved) <= 44, halved
+
+
+def test_both_halves_of_another_draw_are_answered(runtime) -> None:
+    outcomes = answered(runtime, SEED_AGAIN, JOINS_AGAIN)
+    halved = [message for message, both in outcomes if not both]
+    print(halved)
+    print(f"\nanother draw: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
+    # 17 of 60 when written, on the code before the round it measures. A floor, not a target.
+    assert len(halved) <= 43, halved
