@@ -143,7 +143,7 @@ def _grounded(
     # Only a question that continues the conversation borrows its numbers ("and for 70B?"); a new one does not
     # ("who won the World Cup in 2014?" after a calculation is no calculation).
     earlier = tuple(turn.asked or turn.question for turn in history) if reading.continues else ()
-    plan = plan_tools(asked or reading.question, earlier, kind=reading.kind) if reading.question else []
+    plan = _planned(reading, asked, earlier)
     # A calculator runs only for what it models: "how much memory to QLoRA-finetune a 7B model?" names a method the
     # training-memory calculator does not (its figure would be full Adam training's, a false claim).
     # A word some calculator is described in ("flops", "microbatches", "epsilon") is a quantity of theirs, not a method.
@@ -151,6 +151,27 @@ def _grounded(
     modelled = [] if unmodelled_concepts else plan
     unmodelled = tuple(dict.fromkeys(call.name for call in plan)) if unmodelled_concepts else ()
     return Grounds(reading, retrieval, modelled, set_aside, asked, unmodelled, said, history, pointers, sent)
+
+
+def _planned(reading: Reading, asked: str, earlier: tuple[str, ...]) -> list[PlannedCall]:
+    """The calculators the message asks for: the question's, then each part's own that the question's plan lacks.
+    The planner takes the first calculator that recognises a text, so a message asking two calculations ("loss
+    scale 2^12, fp16, gradient = 1e-9: underflow? ZeRO-3 with 128 GPUs for a 70B model") is planned part by part
+    too; a part set aside (`asked` holds the others) plans nothing, and a follow-up is planned whole."""
+    if not reading.question:
+        return []
+    plan = plan_tools(asked or reading.question, earlier, kind=reading.kind)
+    if len(reading.parts) < 2 or reading.continues:
+        return plan
+    names = {call.name for call in plan}
+    for part in reading.parts:
+        if asked and part.text not in asked:
+            continue
+        for call in plan_tools(part.asking or part.text, kind=part.kind):
+            if call.name not in names:
+                names.add(call.name)
+                plan.append(call)
+    return plan
 
 
 def scrubbed(message: str, history: tuple[Turn, ...]) -> tuple[str, tuple[Turn, ...]]:

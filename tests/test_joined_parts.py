@@ -35,3 +35,21 @@ def test_the_quantities_a_calculation_lists_are_its_own(runtime) -> None:
     # "how many GB do weights" is a part of its own and writes no number, but it asks for a figure: the calculation's.
     answered = ask(runtime, "how many GB do weights, grads and adam states take for a 30B model?")
     assert len(answered.answer.citations) == 1, answered.answer.text
+
+
+def test_a_part_naming_a_number_format_beside_a_calculation_is_answered(runtime) -> None:
+    # "bfloat16" has digits in it, yet writes no figure: the part was left out as if a calculator had read it.
+    answered = ask(
+        runtime,
+        "what loss does the chinchilla fit predict for 70B on 2T tokens? bfloat16 or float16, which one is more stable",
+    )
+    assert [call.name for call in answered.answer.tool_calls] == ["scaling_law_loss"], answered.answer.text
+    assert "bf16 > fp16 for stability" in answered.answer.text, answered.answer.text
+
+
+def test_two_calculations_in_one_message_are_both_computed(runtime) -> None:
+    # The planner takes the first calculator that recognises a text: the second part is planned on its own words.
+    answered = ask(runtime, "loss scale 2^12, fp16, gradient = 1e-9: underflow? ZeRO-3 with 128 GPUs for a 70B model")
+    names = [call.name for call in answered.answer.tool_calls if call.error is None]
+    assert names == ["loss_scaling", "zero_memory"], answered.answer.text
+    assert "8.75 GB" in answered.answer.text and "4.096e-6" in answered.answer.text

@@ -24,7 +24,7 @@ from mentor.answer import Answer, Citation, Question, ToolCall
 from mentor.corpus import Chunk
 from mentor.embeddings import Embedder, embed_cached
 from mentor.engines.figures import checked
-from mentor.engines.planner import PlannedCall
+from mentor.engines.planner import PlannedCall, plan_tools
 from mentor.engines.plans import choose, compared_rows
 from mentor.engines.selection import (
     FLOOR,
@@ -52,7 +52,6 @@ from mentor.text.units import clauses
 from mentor.tools.fit import CALCULATION
 from mentor.tools.registry import CALCULATORS, description_of, rule_of, title_of
 from mentor.understanding import Reading
-from mentor.understanding.reader import DIGIT
 from mentor.understanding.reading import SURE_KIND
 
 ENGINE = "extractive"
@@ -243,15 +242,17 @@ class ExtractiveEngine:
         self, question: Question, pool: Sequence[Candidate], selection: Selection, parts: list[Part]
     ) -> tuple[Selection, list[Part]]:
         """A calculation's `selection` and `parts`, with the message's other parts answered as any part is: those
-        asking for no figure and writing no number, which no calculator read ("what does each GPU keep under plain
-        data parallelism, also chinchila optimal data for a 400M model?"). A hint points at one step, and gets none."""
+        asking for no figure that no calculator reads alone ("what does each GPU keep under plain data parallelism,
+        also chinchila optimal data for a 400M model?"; a name with digits in it is no figure: "..., bfloat16 or
+        float16, which one is more stable"). A hint points at one step, and gets none."""
         reading, profile = question.reading, question.profile
         if reading is None or len(reading.parts) < 2 or question.style == "hint":
             return selection, parts
+        # Each in its own words: read after a calculation it leans on, a part would be answered with that rule again.
         rest = [
-            Part.of(p.text, profile, p.written, p.meant)
+            Part.of(p.asking or p.text, profile, p.written, p.meant)
             for p in reading.parts
-            if p.kind != CALCULATION and not DIGIT.search(p.text)
+            if p.kind != CALCULATION and not plan_tools(p.asking or p.text, kind=p.kind)
         ]
         if not rest or len(rest) == len(reading.parts):
             return selection, parts
