@@ -53,3 +53,5 @@ def test_two_calculations_in_one_message_are_both_computed(runtime) -> None:
     names = [call.name for call in answered.answer.tool_calls if call.error is None]
     assert names == ["loss_scaling", "zero_memory"], answered.answer.text
     assert "8.75 GB" in answered.answer.text and "4.096e-6" in answered.answer.text
+    # Each figure beside the module's rule it applies: one quote per calculator.
+    assert {"ref-mixed-precision", "worked-memory-example"} <= cited_sections(answered), answered.answer.text

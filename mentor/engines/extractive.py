@@ -266,20 +266,29 @@ class ExtractiveEngine:
     def _calculation(
         self, question: Question, computed: Sequence[ToolCall], pool: Sequence[Candidate], profile: ModuleProfile
     ) -> tuple[Selection, list[Part]]:
-        """A calculation's quote: the module's rule behind it, not its worked example for another model size."""
+        """A calculation's quote: the module's rule behind it, not its worked example for another model size; one
+        for each calculator that ran, when two did ("loss scale 2^12 ...: underflow? ZeRO-3 with 128 GPUs ...")."""
         sizes = set(SIZE.findall(question.text)) | {s for c in computed for s in SIZE.findall(c.explanation)}
         pool = [c for c in pool if not _other_example(c.unit.text, sizes)]
-        topics = " ".join(dict.fromkeys(title_of(name) for name in [*(c.name for c in computed), *question.unmodelled]))
-        names = [*(rule_of(call.name, call.result) for call in computed), *question.unmodelled]
         query = question.reading.query if question.reading is not None else question.text
-        parts = [Part.of(f"{query} {topics}", profile)]
-        limit = 0 if question.style == "brief" else 1
-        if not pool or limit == 0:
-            return Selection([], []), parts
-        vectors = [self._embedder.embed_query(parts[0].text)]
-        rule = self._rule(names, profile)
-        # A calculation is the answer; its quote only names the rule, so the floor is the nearest one's.
-        return select(parts, vectors, pool, profile, per_part=limit, limit=limit, floor=NEAREST, rule=rule), parts
+        ran = list(dict.fromkeys(call.name for call in computed))
+        calculations = [[c for c in computed if c.name == name] for name in ran] if len(ran) > 1 else [computed]
+        chosen: list[Candidate] = []
+        parts: list[Part] = []
+        for calls in calculations:
+            named = [*(c.name for c in calls), *question.unmodelled]
+            topics = " ".join(dict.fromkeys(title_of(name) for name in named))
+            # Of two, each is quoted for its own rule: the message as a whole asks the other one too.
+            part = Part.of(f"{query} {topics}" if len(calculations) == 1 else topics, profile)
+            parts.append(part)
+            if not pool or question.style == "brief":
+                continue
+            rule = self._rule([*(rule_of(c.name, c.result) for c in calls), *question.unmodelled], profile)
+            # A calculation is the answer; its quote only names the rule, so the floor is the nearest one's.
+            vectors = [self._embedder.embed_query(part.text)]
+            quote = select([part], vectors, pool, profile, per_part=1, limit=1, floor=NEAREST, rule=rule).chosen
+            chosen += [c for c in quote if c not in chosen]
+        return Selection(sorted(chosen, key=lambda c: (c.passage.position, c.unit.index)), []), parts
 
     def _about_module(
         self,
