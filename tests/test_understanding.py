@@ -381,6 +381,22 @@ def test_a_long_question_before_a_comma_stands_alone_at_the_balanced_boundary(re
         assert not reading.parts[1].text.startswith(reading.parts[0].text), reading.parts
 
 
+def test_a_situation_before_a_comma_belongs_to_the_question_after_it(reader, words) -> None:
+    # Read with the question before it, the situation made its own question ("what should i try?") lean back too.
+    reading = read(
+        reader,
+        words,
+        "pipeline parallelism: what gets split? fp16 training goes nan after a few hundred steps, what should i try?",
+    )
+    assert len(reading.parts) == 2, reading.parts
+    first, second = reading.parts
+    assert "nan" not in first.text and second.written.startswith("fp16 training goes nan"), reading.parts
+    assert not second.text.startswith(first.text), reading.parts
+    # After the question, it is the question's own: no part of its own.
+    after = read(reader, words, "how much memory does zero-3 save? my model is 13B, trained on 8 gpus.")
+    assert len(after.parts) == 1 and "13B" in after.parts[0].text, after.parts
+
+
 def test_a_situation_before_a_comma_is_the_questions_context_not_a_part(reader, words) -> None:
     # Read as asking at 0.86-0.92, short of a question's sureness: one part, its situation kept with it.
     for message in (

@@ -296,13 +296,19 @@ class Reader:
         compare?") read with it; context ("I already understand tensor parallelism.") read with the question beside
         it, never a part of its own; at most `MAX_PARTS` (the last ones read as one)."""
         groups: list[list[_Piece]] = []
-        pending: list[_Piece] = []  # context before the first question
+        pending: list[_Piece] = []  # context before the question it belongs to
         questions = any(not p.context for p in asked)
-        for piece in asked:
+        for index, piece in enumerate(asked):
             if piece.context and questions:
-                (groups[-1] if groups else pending).append(piece)
+                # Context is the next question's when a comma joins them ("fp16 training goes nan after a few
+                # hundred steps, what should i try?"), else the last question's (or the first's, before it).
+                ahead = next((p for p in asked[index + 1 :] if not p.context), None)
+                (pending if not groups or (ahead is not None and ahead.clause == piece.clause) else groups[-1]).append(
+                    piece
+                )
             elif groups and groups[-1][-1].clause == piece.clause and not self._parted(groups[-1][-1], piece):
-                groups[-1].append(piece)
+                groups[-1] += [*pending, piece]
+                pending = []
             else:
                 groups.append([*pending, piece])
                 pending = []
@@ -312,7 +318,12 @@ class Reader:
         read: list[tuple[str, list[_Piece]]] = []  # each part's text and the pieces it is read from
         for i, group in enumerate(groups):
             first = _asking(group)[0]
-            leans = i and second_parts.probability(first.read, first.vector, "depends") >= DEPENDS_FLOOR
+            # A question after its own situation leans on nothing before it ("..., what should i try?").
+            leans = (
+                i
+                and not group[0].context
+                and second_parts.probability(first.read, first.vector, "depends") >= DEPENDS_FLOOR
+            )
             pooled = [*read[-1][1], *group] if leans else list(group)
             read.append((_joined(pooled, read=True), pooled))
         return [
