@@ -55,3 +55,16 @@ def test_two_calculations_in_one_message_are_both_computed(runtime) -> None:
     assert "8.75 GB" in answered.answer.text and "4.096e-6" in answered.answer.text
     # Each figure beside the module's rule it applies: one quote per calculator.
     assert {"ref-mixed-precision", "worked-memory-example"} <= cited_sections(answered), answered.answer.text
+
+
+def test_a_calculation_asked_beside_another_question_is_no_part_set_aside(runtime) -> None:
+    # Its number in scientific notation was a concept the module lacks ("1e24 flops"), which took the part's own
+    # search out of scope: the part was set aside and its calculation never ran.
+    answered = ask(
+        runtime,
+        "what does each GPU keep under plain data parallelism? "
+        "if I have 1e24 flops what's the chinchilla optimal model size",
+    )
+    assert [call.name for call in answered.answer.tool_calls if call.error is None], answered.answer.text
+    assert answered.answer.coverage == "full" and "1e24 flops" not in answered.answer.text, answered.answer.text
+    assert "parallelism-strategies" in cited_sections(answered) or "ref-parallelism-zero" in cited_sections(answered)

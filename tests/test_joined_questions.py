@@ -70,12 +70,12 @@ def test_both_halves_of_a_joined_question_are_answered(outcomes) -> None:
     print(halved)
     print(f"\njoined questions: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
     # 9 of 60 when written; 16 of 60 since a comparison's rows leave another part's sentence in place and a
-    # calculation's other parts are answered (tests/test_joined_parts.py); 22 since a name with digits in it is no
-    # figure there, each part's calculator runs with its rule quoted, a long question before a comma stands alone, and
-    # a situation before a comma is the next question's (fourteenth round). Most of the rest are joins the reader
-    # does not cut ("which paper introduced zero and does the mxfp4 format ..."), or parts past the third: a known
-    # gap (docs/eval-notes.md, twelfth round). A floor, not a target.
-    assert len(halved) <= 38, halved
+    # calculation's other parts are answered (tests/test_joined_parts.py); 23 since a name with digits in it is no
+    # figure there, each part's calculator runs with its rule quoted, a long question before a comma stands alone, a
+    # situation before a comma is the next question's, and "1e24" is a number (fourteenth round). Most of the rest
+    # are joins the reader does not cut ("which paper introduced zero and does the mxfp4 format ..."), or parts past
+    # the third: a known gap (docs/eval-notes.md, twelfth round). A floor, not a target.
+    assert len(halved) <= 37, halved
 
 
 def test_both_halves_of_another_draw_are_answered(runtime) -> None:
@@ -83,6 +83,6 @@ def test_both_halves_of_another_draw_are_answered(runtime) -> None:
     halved = [message for message, both in outcomes if not both]
     print(halved)
     print(f"\nanother draw: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
-    # 17 of 60 when written, on the code before the round it measures; 24 after it (docs/eval-notes.md, fourteenth
+    # 17 of 60 when written, on the code before the round it measures; 26 after it (docs/eval-notes.md, fourteenth
     # round). A floor, not a target.
-    assert len(halved) <= 36, halved
+    assert len(halved) <= 34, halved

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from mentor.text.tokens import stems
 
 WORD = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")  # a word as the glossary and the speller read it: "torch_dtype" is one
-QUANTITY = re.compile(r"\d+(?:\.\d+)?[A-Za-z]{0,3}")  # "30B", "80GB", "4k": a number and its unit, not a word
+# "30B", "80GB", "4k", "1e24": a number (in scientific notation too) and its unit, not a word
+QUANTITY = re.compile(r"\d+(?:\.\d+)?(?:[eE][+-]?\d+)?[A-Za-z]{0,3}")
 COMPOUND = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")  # "over-train", "weight-only": also written as one word
 LONGEST = 4  # words in the longest glossary term a learner writes ("one token at a time" is five: it is its own key)
 
