@@ -27,25 +27,37 @@ JOINS = ("{a} and {b}", "{a}? {b}", "{a}, also {b}")
 # pairs, joined in three other ways.
 SEED_AGAIN = 1
 JOINS_AGAIN = ("{a}. {b}", "{a}, and {b}", "{a}; {b}")
+# A third draw, joined by no mark at all, written and run once before the round that cuts such joins (fourteenth).
+SEED_UNMARKED = 2
+JOINS_UNMARKED = ("{a} and {b}", "{a} also {b}")
 
 
-def pairs(seed: int = SEED) -> list[tuple[str, frozenset[str], str, frozenset[str]]]:
-    """`PAIRS` pairs of sweep questions with disjoint expected sections, each with its expected sections."""
+def pairs(
+    seed: int = SEED, drawn_before: frozenset = frozenset()
+) -> list[tuple[str, frozenset[str], str, frozenset[str]]]:
+    """`PAIRS` pairs of sweep questions with disjoint expected sections, each with its expected sections; none of the
+    pairs `drawn_before` (question pairs, either way round)."""
     cases = sweep_cases(load_golden(ROOT / "eval" / "golden.jsonl", "dev"))
     questions = [(c.question, frozenset(c.expect.sections)) for c in cases if c.expect.sections]
     rng = random.Random(seed)
     found: list[tuple[str, frozenset[str], str, frozenset[str]]] = []
     while len(found) < PAIRS:
         (a, sa), (b, sb) = rng.sample(questions, 2)
-        if not sa & sb and (a, b) not in {(x, y) for x, _, y, _ in found}:
+        if not sa & sb and (a, b) not in {(x, y) for x, _, y, _ in found} and frozenset((a, b)) not in drawn_before:
             found.append((a, sa, b, sb))
     return found
 
 
-def answered(runtime, seed: int, joins: tuple[str, ...]) -> list[tuple[str, bool]]:
+def unmarked_pairs() -> list[tuple[str, frozenset[str], str, frozenset[str]]]:
+    """The third draw: pairs neither earlier draw holds."""
+    before = frozenset(frozenset((a, b)) for seed in (SEED, SEED_AGAIN) for a, _, b, _ in pairs(seed))
+    return pairs(SEED_UNMARKED, before)
+
+
+def answered(runtime, drawn: list, joins: tuple[str, ...]) -> list[tuple[str, bool]]:
     """Each drawn pair joined in turn by `joins`, asked as one message: whether the answer cites both halves."""
     found = []
-    for index, (a, sa, b, sb) in enumerate(pairs(seed)):
+    for index, (a, sa, b, sb) in enumerate(drawn):
         message = joins[index % len(joins)].format(a=a.rstrip(" ?"), b=b)
         cited = sections(ask(runtime, message))
         found.append((message, bool(cited & sa) and bool(cited & sb)))
@@ -54,15 +66,17 @@ def answered(runtime, seed: int, joins: tuple[str, ...]) -> list[tuple[str, bool
 
 @pytest.fixture(scope="module")
 def outcomes(runtime) -> list[tuple[str, bool]]:
-    return answered(runtime, SEED, JOINS)
+    return answered(runtime, pairs(SEED), JOINS)
 
 
 def test_the_pairs_are_drawn_from_the_golden_set_alone() -> None:
-    for seed in (SEED, SEED_AGAIN):
-        drawn = pairs(seed)
-        assert len(drawn) == PAIRS and drawn == pairs(seed)
-        assert all(not sa & sb for _, sa, _, sb in drawn)
-    assert not {(a, b) for a, _, b, _ in pairs(SEED)} & {(a, b) for a, _, b, _ in pairs(SEED_AGAIN)}
+    draws = [pairs(SEED), pairs(SEED_AGAIN), unmarked_pairs()]
+    assert draws == [pairs(SEED), pairs(SEED_AGAIN), unmarked_pairs()]
+    for drawn in draws:
+        assert len(drawn) == PAIRS and all(not sa & sb for _, sa, _, sb in drawn)
+    unordered = [{frozenset((a, b)) for a, _, b, _ in drawn} for drawn in draws]
+    assert not unordered[0] & unordered[2] and not unordered[1] & unordered[2]
+    assert not {(a, b) for a, _, b, _ in draws[0]} & {(a, b) for a, _, b, _ in draws[1]}
 
 
 def test_both_halves_of_a_joined_question_are_answered(outcomes) -> None:
@@ -79,10 +93,19 @@ def test_both_halves_of_a_joined_question_are_answered(outcomes) -> None:
 
 
 def test_both_halves_of_another_draw_are_answered(runtime) -> None:
-    outcomes = answered(runtime, SEED_AGAIN, JOINS_AGAIN)
+    outcomes = answered(runtime, pairs(SEED_AGAIN), JOINS_AGAIN)
     halved = [message for message, both in outcomes if not both]
     print(halved)
     print(f"\nanother draw: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
     # 17 of 60 when written, on the code before the round it measures; 26 after it (docs/eval-notes.md, fourteenth
     # round). A floor, not a target.
     assert len(halved) <= 34, halved
+
+
+def test_both_halves_of_a_draw_joined_by_no_mark_are_answered(runtime) -> None:
+    outcomes = answered(runtime, unmarked_pairs(), JOINS_UNMARKED)
+    halved = [message for message, both in outcomes if not both]
+    print(halved)
+    print(f"\njoined by no mark: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
+    # 12 of 60 when written, on the code before the round it measures. A floor, not a target.
+    assert len(halved) <= 48, halved
