@@ -94,6 +94,8 @@ def consult(
     retrieval = _search(retriever, reading.query, reading, module_id, top_k)
     if not reading.question and not reading.instructed and retrieval.in_scope:
         reading = reader.as_question(reading, index.words)  # terse, not chat: "zero in one sentence"
+    # "which paper introduced zero and does the mxfp4 format change how int4 weight quantization works?"
+    reading = _cut(retriever, reader, reading, module_id, top_k) or reading
     grounded = partial(
         _grounded, retriever=retriever, module_id=module_id, top_k=top_k, pointed=pointed, said=said, history=history
     )
@@ -213,6 +215,24 @@ def _search(retriever: Retriever, query: str, reading: Reading, module_id: str, 
         return with_chunks(retrieval, [c for c in index.chunks if describes_module(c)], module_id)
     retrieval = without_boilerplate(retrieval)
     return replace(retrieval, passages=retrieval.passages[:top_k])
+
+
+def _cut(retriever: Retriever, reader: Reader, reading: Reading, module_id: str, top_k: int) -> Reading | None:
+    """The message read as two questions joined by no mark (`Reader.joined`), when the module answers each from a
+    passage of its own: both halves in scope, and neither's first passage among the other's; of several such cuts,
+    the one whose halves the module covers best. None when no cut fits."""
+    best: tuple[float, Reading] | None = None
+    for joined in reader.joined(reading, retriever.modules[module_id].words):
+        found = [_search(retriever, p.text, joined, module_id, top_k, p.vector) for p in joined.parts]
+        if not all(r.in_scope and r.passages for r in found):
+            continue
+        first, second = ({p.chunk_id for p in r.passages} for r in found)
+        if found[0].passages[0].chunk_id in second or found[1].passages[0].chunk_id in first:
+            continue
+        covered = min(r.relevance for r in found)
+        if best is None or covered > best[0]:
+            best = (covered, joined)
+    return best[1] if best is not None else None
 
 
 def _unglued(

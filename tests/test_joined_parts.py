@@ -6,8 +6,11 @@ parallelism). Found by `tests/test_joined_questions.py`."""
 
 from __future__ import annotations
 
+from mentor.consult import consult
+
 from .chat_helpers import ask_module as ask
 from .chat_helpers import cited_sections
+from .conftest import MODULE_ID
 
 
 def test_a_comparison_answered_with_rows_keeps_the_other_parts_sentence(runtime) -> None:
@@ -68,3 +71,31 @@ def test_a_calculation_asked_beside_another_question_is_no_part_set_aside(runtim
     assert [call.name for call in answered.answer.tool_calls if call.error is None], answered.answer.text
     assert answered.answer.coverage == "full" and "1e24 flops" not in answered.answer.text, answered.answer.text
     assert "parallelism-strategies" in cited_sections(answered) or "ref-parallelism-zero" in cited_sections(answered)
+
+
+def grounds_of(runtime, message: str):
+    """How the chat reads and grounds `message`: its parts, after any cut."""
+    chat = runtime.chat
+    return consult(
+        message, (), module_id=MODULE_ID, reader=chat.catalog.reader, retriever=runtime.retriever, top_k=chat.top_k
+    )
+
+
+def test_two_questions_joined_by_no_mark_are_both_answered(runtime) -> None:
+    message = "which paper introduced zero and does the mxfp4 format change how int4 weight quantization works?"
+    assert len(grounds_of(runtime, message).reading.parts) == 2
+    answered = ask(runtime, message)
+    assert "ref-parallelism-zero" in cited_sections(answered), answered.answer.text
+    assert "int4 weight-only (GPTQ/AWQ)" in answered.answer.text, answered.answer.text
+
+
+def test_a_message_is_not_cut_where_the_module_answers_its_halves_from_the_same_passages(runtime) -> None:
+    # Each half reads as a question of its own (the reader proposes the cut), and the module finds both in the same
+    # section first: read as one, as before.
+    reader, words = runtime.chat.catalog.reader, runtime.retriever.modules[MODULE_ID].words
+    for message in (
+        "what does tensor parallel split and when does tensor parallel win over pipeline parallel",
+        "what is bf16 and why is fp16 harder to train with",
+    ):
+        assert reader.joined(reader.read(message, words=words), words), message
+        assert len(grounds_of(runtime, message).reading.parts) == 1, message

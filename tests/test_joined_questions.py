@@ -84,12 +84,14 @@ def test_both_halves_of_a_joined_question_are_answered(outcomes) -> None:
     print(halved)
     print(f"\njoined questions: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
     # 9 of 60 when written; 16 of 60 since a comparison's rows leave another part's sentence in place and a
-    # calculation's other parts are answered (tests/test_joined_parts.py); 23 since a name with digits in it is no
-    # figure there, each part's calculator runs with its rule quoted, a long question before a comma stands alone, a
-    # situation before a comma is the next question's, and "1e24" is a number (fourteenth round). Most of the rest
-    # are joins the reader does not cut ("which paper introduced zero and does the mxfp4 format ..."), or parts past
-    # the third: a known gap (docs/eval-notes.md, twelfth round). A floor, not a target.
-    assert len(halved) <= 37, halved
+    # calculation's other parts are answered (tests/test_joined_parts.py); 24 in the fourteenth round: a name with
+    # digits in it is no figure there, each part's calculator runs with its rule quoted, a long question before a
+    # comma stands alone, a situation before a comma is the next question's, "1e24" is a number, and two questions
+    # joined by no mark are cut where the module answers them from passages of their own. Most of the rest are
+    # second questions read with the first ("..., also would 8 H100s ... be enough?"), joins the module answers
+    # from one passage, or parts past the third (docs/eval-notes.md, twelfth and fourteenth rounds). A floor, not a
+    # target.
+    assert len(halved) <= 36, halved
 
 
 def test_both_halves_of_another_draw_are_answered(runtime) -> None:
@@ -107,5 +109,7 @@ def test_both_halves_of_a_draw_joined_by_no_mark_are_answered(runtime) -> None:
     halved = [message for message, both in outcomes if not both]
     print(halved)
     print(f"\njoined by no mark: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
-    # 12 of 60 when written, on the code before the round it measures. A floor, not a target.
-    assert len(halved) <= 48, halved
+    # 12 of 60 when written, on the code before the round it measures; 20 since a message joined by no mark is cut
+    # where a second question opens and the module answers each half from its own passages (fourteenth round). A
+    # floor, not a target.
+    assert len(halved) <= 40, halved

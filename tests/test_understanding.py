@@ -386,6 +386,22 @@ def test_a_long_question_before_a_comma_stands_alone_at_the_balanced_boundary(re
         assert not reading.parts[1].text.startswith(reading.parts[0].text), reading.parts
 
 
+def test_two_questions_joined_by_no_mark_may_be_cut_where_a_second_question_opens(reader, words) -> None:
+    message = "which paper introduced zero and does the mxfp4 format change how int4 weight quantization works?"
+    cuts = [[p.written for p in joined.parts] for joined in reader.joined(read(reader, words, message), words)]
+    assert [
+        "which paper introduced zero",
+        "and does the mxfp4 format change how int4 weight quantization works?",
+    ] in cuts
+    # Only before a word the example second questions open with, where no mark stands, each side a question.
+    for one in (
+        "what is the difference between fp16 and bf16 in terms of range",
+        "if i use zero-offload to push optimizer state to cpu, and how much gpu memory does a 13b model need?",
+        "30B trained on 600B tokens versus 60B on 300B tokens which is the better use of the budget?",
+    ):
+        assert reader.joined(read(reader, words, one), words) == [], one
+
+
 def test_a_situation_before_a_comma_belongs_to_the_question_after_it(reader, words) -> None:
     # Read with the question before it, the situation made its own question ("what should i try?") lean back too.
     reading = read(

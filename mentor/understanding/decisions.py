@@ -27,6 +27,7 @@ import hashlib
 import json
 import random
 import threading
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,6 +45,7 @@ from mentor.understanding.words import ModuleWords
 EXAMPLES = Path(__file__).parent / "examples"
 MIXES = 200  # questions made from the examples: chat beside a question
 JOINTS = (" ", ", ", ": ", " - ", "... ")  # marks alone: no word is written into an example
+OPENER_SHARE = 0.01  # a word opening this share of the example questions may open a question joined by no mark
 _BUILT: dict[tuple[str, int], ContinuesModel] = {}  # one per pair set and embedder, per process
 _LOCK = threading.Lock()
 
@@ -183,6 +185,12 @@ def second_part_examples(standalone: list[Labelled], examples: Path) -> list[Lab
     return standalone + load_labelled(examples / "second_parts.jsonl", "label")
 
 
+def opening_words(questions: list[str]) -> frozenset[str]:
+    """The first words of at least `OPENER_SHARE` of the `questions`, lower case."""
+    first = Counter(text.split()[0].lower().strip(",?") for text in questions if text.split())
+    return frozenset(word for word, count in first.items() if count >= OPENER_SHARE * len(questions))
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Decisions:
     """Every decision the reader makes, built once."""
@@ -196,6 +204,9 @@ class Decisions:
     lacking: LackingModel
     social: Classifier
     figures: Classifier  # what a figure the learner writes is to the question (`reading.STATES`, `SUFFICES`)
+    # The words the example second questions open with ("and", "also", "but", "plus"): where a second question may
+    # begin when no mark sets it apart from the first.
+    openers: frozenset[str] = frozenset()
 
     @classmethod
     def load(
@@ -238,4 +249,5 @@ class Decisions:
         messages = [row.text for row in act_examples(examples, mixes=0)]
         spellers = {module_id: w.speller for module_id, w in words.items()}
         lacking = LackingModel.load(lacking_examples, spellers, messages)
-        return cls(acts, kinds, standalone, second_parts, subject, continues, lacking, social, figures)
+        openers = opening_words([row.text for row in load_labelled(examples / "second_parts.jsonl", "label")])
+        return cls(acts, kinds, standalone, second_parts, subject, continues, lacking, social, figures, openers)

@@ -73,6 +73,8 @@ PLANTED_FLOOR = 0.8  # a module sentence reads as an instruction this surely: mo
 # before the decisions read words beside vectors: a new question glued to the last one is the costlier mistake).
 CONTINUES_FLOOR = 0.5
 DEPENDS_FLOOR = 0.5  # a part leaning this surely on the part before it is read with it
+JOINED_WORDS = 8  # a question of this many words may be two joined by no mark ...
+JOINED_SIDE = 3  # ... each at least this long
 UNSURE = 0.7  # a clause read as a question less surely than this is chat, or the context of a question beside it
 SOCIAL_FLOOR = 0.5  # chat alone is a greeting, a thanks or a goodbye when read as one at least this surely
 
@@ -416,6 +418,50 @@ class Reader:
         asks = dict(zip(asked, acts.probabilities(read, vectors)[:, acts.labels.index(QUESTION)], strict=True))
         kept = {q for side, q in pairs if side in chat and chat[side] * asks[q] >= GLUED_FLOOR}
         return [(q, r, v) for q, r, v in zip(asked, read, vectors, strict=True) if q in kept]
+
+    def joined(self, reading: Reading, words: ModuleWords) -> list[Reading]:
+        """The message read as two questions joined by no mark ("which paper introduced zero and does the mxfp4 format
+        change how int4 weight quantization works?"): one reading of two parts for each place it may be cut.
+
+        Asked of a message read as one question (`mentor.consult` keeps the cut whose halves the module answers from
+        passages of their own). A cut may fall where no mark stands, before a word the example second questions open
+        with (`Decisions.openers`: "and", "also"), between two sides of at least `JOINED_SIDE` words that each use a
+        word of the module; it fits when each side reads as a question (`PART_FLOOR`), the first stands alone and
+        the second does not lean on it, all read in one forward pass."""
+        if len(reading.parts) != 1 or reading.continues or reading.guarded:
+            return []
+        text = reading.parts[0].written
+        starts = [m.start() for m in WORD_START.finditer(text)]
+        if len(starts) < JOINED_WORDS:
+            return []
+        openers = self.decisions.openers
+        sides = [
+            (text[:cut].rstrip(), text[cut:])
+            for cut in starts[JOINED_SIDE : len(starts) - JOINED_SIDE + 1]
+            # no mark before it: the clauses and pieces were cut at the marks already
+            if text[:cut].rstrip()[-1].isalnum() and text[cut:].split(maxsplit=1)[0].lower() in openers
+        ]
+        sides = [(a, b) for a, b in sides if words.knows_any(a) and words.knows_any(b)]
+        if not sides:
+            return []
+        read = {side: words.read(side)[0] for pair in sides for side in pair}
+        texts = list(dict.fromkeys(read.values()))
+        vectors = dict(zip(texts, self._embed(texts), strict=True))
+        acts, standalone, second_parts = self.decisions.acts, self.decisions.standalone, self.decisions.second_parts
+        readings = []
+        for head, tail in sides:
+            pieces = [_Piece(side, read[side], n, "", vectors[read[side]]) for n, side in enumerate((head, tail))]
+            for piece in pieces:
+                piece.confidence = acts.probability(piece.read, piece.vector, QUESTION)
+            first, second = pieces
+            if (
+                min(first.confidence, second.confidence) >= PART_FLOOR
+                and standalone.probability(first.read, first.vector, "self") >= ALONE_FLOOR
+                and second_parts.probability(second.read, second.vector, "depends") < DEPENDS_FLOOR
+            ):
+                parts = tuple(self._part(p.read, [p], p.vector, words) for p in pieces)
+                readings.append(replace(reading, parts=parts))
+        return readings
 
     def _parted(self, before: _Piece, after: _Piece) -> bool:
         """True when a comma ends a question of its own and begins another ("which paper for Chinchilla, and who
