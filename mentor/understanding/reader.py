@@ -305,9 +305,10 @@ class Reader:
                 # Context is the next question's when a comma joins them ("fp16 training goes nan after a few
                 # hundred steps, what should i try?"), else the last question's (or the first's, before it).
                 ahead = next((p for p in asked[index + 1 :] if not p.context), None)
-                (pending if not groups or (ahead is not None and ahead.clause == piece.clause) else groups[-1]).append(
-                    piece
-                )
+                if not groups or (ahead is not None and ahead.clause == piece.clause):
+                    pending.append(piece)
+                else:
+                    groups[-1].append(piece)
             elif groups and groups[-1][-1].clause == piece.clause and not self._parted(groups[-1][-1], piece):
                 groups[-1] += [*pending, piece]
                 pending = []
