@@ -95,7 +95,7 @@ def test_a_message_is_not_cut_where_the_module_answers_its_halves_from_the_same_
     reader, words = runtime.chat.catalog.reader, runtime.retriever.modules[MODULE_ID].words
     for message in (
         "what does tensor parallel split and when does tensor parallel win over pipeline parallel",
-        "what is bf16 and why is fp16 harder to train with",
+        "what is weight-only int4 quantization and why is w8a8 quantization harder",
     ):
         assert reader.joined(reader.read(message, words=words), words), message
         assert len(grounds_of(runtime, message).reading.parts) == 1, message

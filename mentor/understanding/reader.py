@@ -74,7 +74,7 @@ PLANTED_FLOOR = 0.8  # a module sentence reads as an instruction this surely: mo
 CONTINUES_FLOOR = 0.5
 DEPENDS_FLOOR = 0.5  # a part leaning this surely on the part before it is read with it
 JOINED_WORDS = 8  # a question of this many words may be two joined by no mark ...
-JOINED_SIDE = 3  # ... each at least this long
+JOINED_SIDE = 4  # ... each at least this long
 UNSURE = 0.7  # a clause read as a question less surely than this is chat, or the context of a question beside it
 SOCIAL_FLOOR = 0.5  # chat alone is a greeting, a thanks or a goodbye when read as one at least this surely
 
