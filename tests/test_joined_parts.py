@@ -60,6 +60,16 @@ def test_two_calculations_in_one_message_are_both_computed(runtime) -> None:
     assert {"ref-mixed-precision", "worked-memory-example"} <= cited_sections(answered), answered.answer.text
 
 
+def test_every_part_is_answered_beside_a_calculation_no_part_asks_for_alone(runtime) -> None:
+    # The number format was planned from the message as read as a whole (its glossary spells "nan" out as "fp16
+    # range loss scaling underflow"); no part plans it alone, and both parts were left unanswered beside it.
+    answered = ask(
+        runtime,
+        "pipeline parallelism: what gets split? fp16 training goes nan after a few hundred steps, what should i try?",
+    )
+    assert "Pipeline parallel (PP) — what is split" in answered.answer.text, answered.answer.text
+
+
 def test_a_calculation_asked_beside_another_question_is_no_part_set_aside(runtime) -> None:
     # Its number in scientific notation was a concept the module lacks ("1e24 flops"), which took the part's own
     # search out of scope: the part was set aside and its calculation never ran.

@@ -84,14 +84,14 @@ def test_both_halves_of_a_joined_question_are_answered(outcomes) -> None:
     print(halved)
     print(f"\njoined questions: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
     # 9 of 60 when written; 16 of 60 since a comparison's rows leave another part's sentence in place and a
-    # calculation's other parts are answered (tests/test_joined_parts.py); 24 in the fourteenth round: a name with
+    # calculation's other parts are answered (tests/test_joined_parts.py); 25 in the fourteenth round: a name with
     # digits in it is no figure there, each part's calculator runs with its rule quoted, a long question before a
-    # comma stands alone, a situation before a comma is the next question's, "1e24" is a number, and two questions
-    # joined by no mark are cut where the module answers them from passages of their own. Most of the rest are
-    # second questions read with the first ("..., also would 8 H100s ... be enough?"), joins the module answers
-    # from one passage, or parts past the third (docs/eval-notes.md, twelfth and fourteenth rounds). A floor, not a
-    # target.
-    assert len(halved) <= 36, halved
+    # comma stands alone, a situation before a comma is the next question's, "1e24" is a number, two questions joined
+    # by no mark are cut where the module answers them from passages of their own, and every part is answered beside
+    # a calculation the message asks as a whole. Most of the rest are second questions read with the first ("...,
+    # also would 8 H100s ... be enough?"), joins the module answers from one passage, or parts past the third
+    # (docs/eval-notes.md, twelfth and fourteenth rounds). A floor, not a target.
+    assert len(halved) <= 35, halved
 
 
 def test_both_halves_of_another_draw_are_answered(runtime) -> None:
@@ -101,7 +101,7 @@ def test_both_halves_of_another_draw_are_answered(runtime) -> None:
     print(f"\nanother draw: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
     # 17 of 60 when written, on the code before the round it measures; 26 after it (docs/eval-notes.md, fourteenth
     # round). A floor, not a target.
-    assert len(halved) <= 34, halved
+    assert len(halved) <= 32, halved
 
 
 def test_both_halves_of_a_draw_joined_by_no_mark_are_answered(runtime) -> None:

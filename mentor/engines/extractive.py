@@ -244,7 +244,9 @@ class ExtractiveEngine:
         """A calculation's `selection` and `parts`, with the message's other parts answered as any part is: those
         asking for no figure that no calculator reads alone ("what does each GPU keep under plain data parallelism,
         also chinchila optimal data for a 400M model?"; a name with digits in it is no figure: "..., bfloat16 or
-        float16, which one is more stable"). A hint points at one step, and gets none."""
+        float16, which one is more stable"), every part when the calculation is the message's as a whole ("pipeline
+        parallelism: what gets split? fp16 training goes nan ..., what should i try?"). A hint points at one step,
+        and gets none."""
         reading, profile = question.reading, question.profile
         if reading is None or len(reading.parts) < 2 or question.style == "hint":
             return selection, parts
@@ -254,7 +256,7 @@ class ExtractiveEngine:
             for p in reading.parts
             if p.kind != CALCULATION and not plan_tools(p.asking or p.text, kind=p.kind)
         ]
-        if not rest or len(rest) == len(reading.parts):
+        if not rest:
             return selection, parts
         vectors = [self._embedder.embed_query(part.text) for part in rest]
         more = select(rest, vectors, pool, profile, per_part=1, limit=len(rest))
