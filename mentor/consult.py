@@ -24,7 +24,7 @@ import numpy as np
 
 from mentor.answer import Turn
 from mentor.corpus import Chunk, Pointer
-from mentor.engines.planner import PlannedCall, plan_tools
+from mentor.engines.planner import PlannedCall, plan_part, plan_tools
 from mentor.privacy import Scrubber, without_placeholders
 from mentor.retrieve import MAX_QUERY_CHARS, Passage, Retrieval, Retriever
 from mentor.text.profile import describes_module
@@ -169,7 +169,7 @@ def _planned(reading: Reading, asked: str, earlier: tuple[str, ...]) -> list[Pla
     for part in reading.parts:
         if asked and part.text not in asked:
             continue
-        for call in plan_tools(part.asking or part.text, kind=part.kind):
+        for call in plan_part(part):
             if call.name not in names:
                 names.add(call.name)
                 plan.append(call)

@@ -24,7 +24,7 @@ from mentor.answer import Answer, Citation, Question, ToolCall
 from mentor.corpus import Chunk
 from mentor.embeddings import Embedder, embed_cached
 from mentor.engines.figures import checked
-from mentor.engines.planner import PlannedCall, plan_tools
+from mentor.engines.planner import PlannedCall, plan_part
 from mentor.engines.plans import choose, compared_rows
 from mentor.engines.selection import (
     FLOOR,
@@ -254,7 +254,7 @@ class ExtractiveEngine:
         rest = [
             Part.of(p.asking or p.text, profile, p.written, p.meant)
             for p in reading.parts
-            if p.kind != CALCULATION and not plan_tools(p.asking or p.text, kind=p.kind)
+            if p.kind != CALCULATION and not plan_part(p)
         ]
         if not rest:
             return selection, parts

@@ -16,8 +16,9 @@ from mentor.text import MAX_MESSAGE_CHARS
 from mentor.tools.registry import PLANNING_ORDER
 from mentor.tools.wording import PlanContext, PlannedCall
 from mentor.understanding.numerals import digits
+from mentor.understanding.reading import Part
 
-__all__ = ["MAX_HISTORY_CHARS", "MAX_QUESTION_CHARS", "PlannedCall", "plan_tools"]
+__all__ = ["MAX_HISTORY_CHARS", "MAX_QUESTION_CHARS", "PlannedCall", "plan_part", "plan_tools"]
 
 # The work per message is bounded twice. No wording pattern may start a number inside a digit run (see
 # mentor/tools/wording.py), so every pattern is linear in the text, and the text is bounded: the question to
@@ -54,6 +55,12 @@ def plan_tools(question: str, history: tuple[str, ...] = (), *, kind: str = "") 
     if NAMES_A_FIGURE.search(question) and _plan(history[-1], history[:-1], kind):
         return _plan(f"{question} {history[-1]}", history[:-1], kind)
     return plan
+
+
+def plan_part(part: Part) -> list[PlannedCall]:
+    """The calculators one part of a message asks for on its own: planned on what it asks, in its own words (a part
+    read with the one before it would plan that one's calculation again)."""
+    return plan_tools(part.asking or part.text, kind=part.kind)
 
 
 def _calls(plan: list[PlannedCall]) -> list[tuple[str, dict]]:
