@@ -30,6 +30,10 @@ JOINS_AGAIN = ("{a}. {b}", "{a}, and {b}", "{a}; {b}")
 # A third draw, joined by no mark at all, written and run once before the round that cuts such joins (fourteenth).
 SEED_UNMARKED = 2
 JOINS_UNMARKED = ("{a} and {b}", "{a} also {b}")
+# A fourth draw, the second question after a mark and opened by a connecting word, written and run once before the
+# round it measures (docs/eval-notes.md, fifteenth round).
+SEED_OPENED = 3
+JOINS_OPENED = ("{a}? also {b}", "{a}. and {b}", "{a}? and also {b}")
 
 
 def pairs(
@@ -54,6 +58,12 @@ def unmarked_pairs() -> list[tuple[str, frozenset[str], str, frozenset[str]]]:
     return pairs(SEED_UNMARKED, before)
 
 
+def opened_pairs() -> list[tuple[str, frozenset[str], str, frozenset[str]]]:
+    """The fourth draw: pairs no earlier draw holds."""
+    earlier = [pairs(SEED), pairs(SEED_AGAIN), unmarked_pairs()]
+    return pairs(SEED_OPENED, frozenset(frozenset((a, b)) for drawn in earlier for a, _, b, _ in drawn))
+
+
 def answered(runtime, drawn: list, joins: tuple[str, ...]) -> list[tuple[str, bool]]:
     """Each drawn pair joined in turn by `joins`, asked as one message: whether the answer cites both halves."""
     found = []
@@ -70,12 +80,13 @@ def outcomes(runtime) -> list[tuple[str, bool]]:
 
 
 def test_the_pairs_are_drawn_from_the_golden_set_alone() -> None:
-    draws = [pairs(SEED), pairs(SEED_AGAIN), unmarked_pairs()]
-    assert draws == [pairs(SEED), pairs(SEED_AGAIN), unmarked_pairs()]
+    draws = [pairs(SEED), pairs(SEED_AGAIN), unmarked_pairs(), opened_pairs()]
+    assert draws == [pairs(SEED), pairs(SEED_AGAIN), unmarked_pairs(), opened_pairs()]
     for drawn in draws:
         assert len(drawn) == PAIRS and all(not sa & sb for _, sa, _, sb in drawn)
     unordered = [{frozenset((a, b)) for a, _, b, _ in drawn} for drawn in draws]
     assert not unordered[0] & unordered[2] and not unordered[1] & unordered[2]
+    assert not (unordered[0] | unordered[1] | unordered[2]) & unordered[3]
     assert not {(a, b) for a, _, b, _ in draws[0]} & {(a, b) for a, _, b, _ in draws[1]}
 
 
@@ -113,3 +124,12 @@ def test_both_halves_of_a_draw_joined_by_no_mark_are_answered(runtime) -> None:
     # where a second question opens and the module answers each half from its own passages (fourteenth round). A
     # floor, not a target.
     assert len(halved) <= 40, halved
+
+
+def test_both_halves_of_a_draw_opened_by_a_connecting_word_are_answered(runtime) -> None:
+    outcomes = answered(runtime, opened_pairs(), JOINS_OPENED)
+    halved = [message for message, both in outcomes if not both]
+    print(halved)
+    print(f"\nopened by a connecting word: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
+    # 27 of 60 when written, on the code before the round it measures. A floor, not a target.
+    assert len(halved) <= 33, halved
