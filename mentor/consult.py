@@ -31,10 +31,10 @@ from mentor.text.profile import describes_module
 from mentor.text.tokens import tokenize
 from mentor.tools.registry import CALCULATORS
 from mentor.understanding import Reader, Reading
+from mentor.understanding.reading import ABOUT_MODULE, Part
 from mentor.understanding.words import ModuleWords
 
 BOILERPLATE_SLACK = 2  # passages read beyond `top_k`: a module's opening and its reading list
-ABOUT_MODULE = frozenset({"sources", "overview"})  # kinds answered from what describes the module
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +122,7 @@ def _grounded(
     index = retriever.modules[module_id]
     set_aside, asked = False, ""
     if len(reading.parts) > 1:
-        searched = [(p, _search(retriever, p.text, reading, module_id, top_k, p.vector)) for p in reading.parts]
+        searched = [(p, _search(retriever, p.text, reading, module_id, top_k, p)) for p in reading.parts]
         covered = [r for _, r in searched if r.in_scope]
         # Every part is a question of its own ("What's the capital of France? And how does ZeRO-3 work?"): chat
         # beside a question is none, and a question leaning on the one before it is read with it (the reader).
@@ -131,6 +131,10 @@ def _grounded(
             # A part set aside leaves the search for the whole message too: only the covered parts' passages.
             first = retrieval if retrieval.in_scope and not set_aside else covered[0]
             retrieval = _merged(first, covered, top_k)
+            if any(p.module_question for p, r in searched if r.in_scope):
+                # A part asking for the module's sources ("..., and which paper introduced zero?") keeps what
+                # describes the module, ranked after the passages the merge kept.
+                retrieval = with_chunks(retrieval, [c for c in index.chunks if describes_module(c)], module_id)
         if set_aside:
             asked = " ".join(p.text for p, r in searched if r.in_scope)
     if reading.question and reading.lacking and not retrieval.in_scope:
@@ -197,18 +201,22 @@ def _read(turn: Turn, reader: Reader, words: ModuleWords) -> Turn:
     return replace(turn, asked=reader.read(without_placeholders(turn.question), words=words).question)
 
 
-def _search(retriever: Retriever, query: str, reading: Reading, module_id: str, top_k: int, vector=None) -> Retrieval:
-    """One hybrid search; the module's opening and reading list only when the question is about them."""
+def _search(
+    retriever: Retriever, query: str, reading: Reading, module_id: str, top_k: int, part: Part | None = None
+) -> Retrieval:
+    """One hybrid search, for the question or one `part` of it; the module's opening and reading list only when
+    what is searched asks about them."""
     if not query:
         query = reading.message.strip() or "?"
         vector = None
     else:
-        vector = reading.vector if vector is None else vector
+        vector = reading.vector if part is None else part.vector
     # A follow-up is searched with the question it continues; two long turns (notes pasted before each) exceed
     # what a search takes, and the end of the pair (the new question) is kept.
     query = query[-MAX_QUERY_CHARS:]
     retrieval = retriever.search(query, module_id, top_k + BOILERPLATE_SLACK, vector=vector)
-    if any(reading.surely(kind) for kind in ABOUT_MODULE):
+    asking = part if part is not None else next(iter(reading.parts), None)  # the whole: as its first part asks
+    if asking is not None and asking.module_question:
         # A question about the module's sources or the module itself is answered from what describes it: its
         # reading list and its opening join the passages, whatever their rank.
         index = retriever.modules[module_id]
@@ -223,7 +231,7 @@ def _cut(retriever: Retriever, reader: Reader, reading: Reading, module_id: str,
     the one whose halves the module covers best. None when no cut fits."""
     best: tuple[float, Reading] | None = None
     for joined in reader.joined(reading, retriever.modules[module_id].words):
-        found = [_search(retriever, p.text, joined, module_id, top_k, p.vector) for p in joined.parts]
+        found = [_search(retriever, p.text, joined, module_id, top_k, p) for p in joined.parts]
         if not all(r.in_scope and r.passages for r in found):
             continue
         first, second = ({p.chunk_id for p in r.passages} for r in found)

@@ -145,8 +145,8 @@ class ExtractiveEngine:
         if not question.passages:
             return Selection([], []), []
         profile, reading = question.profile, question.reading
-        about = reading is not None and (reading.surely("sources") or reading.surely("overview"))
-        sent_to = tuple(p.module_id for p in question.pointers) if question.sent else ()
+        about = reading is not None and any(p.module_question for p in reading.parts)
+        sent_to = _sent_to(question)
         pool = candidates(
             question.passages, self._units_of, profile, allow_boilerplate=about, planted=question.planted,
             pointing=sent_to,
@@ -165,14 +165,60 @@ class ExtractiveEngine:
             calculated = self._calculation(question, computed, fresh or pool, profile)
             return self._beside_calculation(question, fresh or pool, *calculated)
         parts, newly_named = self._parts(question, pool, said)
-        per_part = 2 if question.style == "explain" else 1
         limit = max(MAX_UNITS[question.style], len(parts)) if question.style != "hint" else 1
         if not pool:
             return Selection([], parts), parts
         vectors = [self._embedder.embed_query(part.text) for part in parts]
-        special = self._about_module(reading, parts, vectors, pool, profile, limit)
+        asks = _module_questions(reading, parts)
+        special = self._about_module(asks[0] if all(asks) else "", parts, vectors, pool, profile, limit)
         if special is not None:
             return Selection(special, []), parts
+        # "which paper introduced zero, and what keeps the gpus of a pipeline from sitting idle?": a part about the
+        # module itself is answered from what describes it, the others from what the module teaches.
+        described, rest = self._described(asks, parts, vectors, pool, profile)
+        if not rest:
+            return Selection(described, []), parts
+        taught = _taught(pool, profile, sent_to) if described else pool
+        asked, rest_vectors = [parts[i] for i in rest], [vectors[i] for i in rest]
+        selection, _ = self._answered(question, asked, rest_vectors, taught, said, newly_named, limit)
+        if not described:
+            return selection, parts
+        chosen = sorted([*described, *(c for c in selection.chosen if c not in described)], key=_in_module_order)
+        return Selection(chosen, selection.unanswered, selection.lead), parts
+
+    def _described(
+        self,
+        asks: Sequence[str],
+        parts: Sequence[Part],
+        vectors: Sequence[np.ndarray],
+        pool: Sequence[Candidate],
+        profile: ModuleProfile,
+    ) -> tuple[list[Candidate], list[int]]:
+        """The units answering the parts that ask about the module itself (`asks`: each part's kind of such a
+        question, or ""), in the module's order, and the indices of the other parts (and of any such part that
+        nothing describing the module answers)."""
+        described: list[Candidate] = []
+        rest: list[int] = []
+        for index, (asked, part, vector) in enumerate(zip(asks, parts, vectors, strict=True)):
+            found = self._about_module(asked, [part], [vector], pool, profile, 1) if asked else None
+            described += [c for c in found or [] if c not in described]
+            if not found:
+                rest.append(index)
+        return sorted(described, key=_in_module_order), rest
+
+    def _answered(
+        self,
+        question: Question,
+        parts: list[Part],
+        vectors: list[np.ndarray],
+        pool: Sequence[Candidate],
+        said: str,
+        newly_named: frozenset[str],
+        limit: int,
+    ) -> tuple[Selection, list[Part]]:
+        """The units answering `parts` about what the module teaches, from `pool`, and the parts."""
+        profile, reading = question.profile, question.reading
+        per_part = 2 if question.style == "explain" else 1
         fresh = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
         if newly_named:
             # "and what did Kaplan say?" after a Chinchilla question: read with the earlier question, the new name
@@ -201,7 +247,7 @@ class ExtractiveEngine:
             selection = select(parts, vectors, fresh, profile, per_part=per_part, limit=limit)
         if pointed:
             sent = [(p, v) for p, v in zip(parts, vectors, strict=True) if p.text in pointed]
-            selection = sent_elsewhere(selection, pool, sent, sent_to, profile)
+            selection = sent_elsewhere(selection, pool, sent, _sent_to(question), profile)
             if not selection.chosen and not selection.unanswered:
                 return selection, parts  # where the module sends the learner is the whole answer
         if not selection.chosen:
@@ -251,19 +297,21 @@ class ExtractiveEngine:
         if reading is None or len(reading.parts) < 2 or question.style == "hint":
             return selection, parts
         # Each in its own words: read after a calculation it leans on, a part would be answered with that rule again.
-        rest = [
-            Part.of(p.asking or p.text, profile, p.written, p.meant)
-            for p in reading.parts
-            if p.kind != CALCULATION and not plan_part(p)
-        ]
+        read = [p for p in reading.parts if p.kind != CALCULATION and not plan_part(p)]
+        rest = [Part.of(p.asking or p.text, profile, p.written, p.meant) for p in read]
+        asks = [p.module_question for p in read]
         if not rest:
             return selection, parts
         vectors = [self._embedder.embed_query(part.text) for part in rest]
-        more = select(rest, vectors, pool, profile, per_part=1, limit=len(rest))
+        # A part asking for the module's sources ("..., and which paper introduced zero?") is answered from them.
+        described, others = self._described(asks, rest, vectors, pool, profile)
+        taught = _taught(pool, profile, _sent_to(question)) if described else pool
+        asked = [rest[i] for i in others]
+        more = select(asked, [vectors[i] for i in others], taught, profile, per_part=1, limit=len(asked))
         taken = {(c.passage.chunk_id, c.unit.index) for c in selection.chosen}
-        chosen = [*selection.chosen, *(c for c in more.chosen if (c.passage.chunk_id, c.unit.index) not in taken)]
-        ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
-        return Selection(ordered, [*selection.unanswered, *more.unanswered], selection.lead), [*parts, *rest]
+        new = [c for c in [*described, *more.chosen] if (c.passage.chunk_id, c.unit.index) not in taken]
+        chosen = sorted([*selection.chosen, *new], key=_in_module_order)
+        return Selection(chosen, [*selection.unanswered, *more.unanswered], selection.lead), [*parts, *rest]
 
     def _calculation(
         self, question: Question, computed: Sequence[ToolCall], pool: Sequence[Candidate], profile: ModuleProfile
@@ -294,20 +342,20 @@ class ExtractiveEngine:
 
     def _about_module(
         self,
-        reading: Reading | None,
+        kind: str,
         parts: Sequence[Part],
         vectors: Sequence[np.ndarray],
         pool: Sequence[Candidate],
         profile: ModuleProfile,
         limit: int,
     ) -> list[Candidate] | None:
-        """The answer to a question about the module rather than a topic: the section it names, its reading list,
-        or its opening; None for any other question."""
+        """The answer to a question about the module rather than a topic (`kind`: "sources", "overview"): the
+        section it names, its reading list, or its opening; None for any other question."""
         named = named_section(parts, pool, profile)
         if named:
             # "give me the interview one-liners" names a section: quote it rather than a lookalike sentence.
             return named[:limit]
-        if reading is not None and reading.surely("overview"):
+        if kind == "overview":
             # "quick summary of the module": its opening sentence, which says what it covers; "who is it for?",
             # "what do I need first?": the opening's line naming its prerequisites, when that answers much better.
             first = [c for c in pool if profile.opening and c.unit.text == profile.opening[0]]
@@ -321,7 +369,7 @@ class ExtractiveEngine:
             ):
                 return audience[:1]
             return first
-        if reading is None or not reading.surely("sources"):
+        if kind != "sources":
             return None
         if not any(part.terms for part in parts):
             # "where does this idea come from?" names no topic: the answer is the module's reading list.
@@ -571,6 +619,31 @@ def about_lacking(question: Question) -> bool:
     GaLore cut optimizer memory?"), so the module's nearby facts would only pass for an answer."""
     reading = question.reading
     return reading is not None and bool(reading.parts) and all(part.lacking for part in reading.parts)
+
+
+def _in_module_order(candidate: Candidate) -> tuple[int, int]:
+    return candidate.passage.position, candidate.unit.index
+
+
+def _taught(pool: Sequence[Candidate], profile: ModuleProfile, sent_to: tuple[str, ...]) -> list[Candidate]:
+    """The units of `pool` that teach, not describe the module (`candidates` without boilerplate)."""
+    return [c for c in pool if c.unit.text not in profile.boilerplate or any(m in c.unit.text for m in sent_to)]
+
+
+def _sent_to(question: Question) -> tuple[str, ...]:
+    """The modules the question, or a part of it, is sent to (the front matter's pointers)."""
+    return tuple(p.module_id for p in question.pointers) if question.sent else ()
+
+
+def _module_questions(reading: Reading | None, parts: Sequence[Part]) -> list[str]:
+    """What each part asks about the module itself (`understanding.Part.module_question`: "sources", "overview",
+    ""): one part asks as the message's first part does."""
+    if reading is None or not reading.parts:
+        return ["" for _ in parts]
+    if len(parts) == 1:
+        return [reading.parts[0].module_question]
+    asked = {read.text: read.module_question for read in reading.parts}
+    return [asked.get(part.text, "") for part in parts]
 
 
 def named_section(parts: Sequence[Part], pool: Sequence[Candidate], profile: ModuleProfile) -> list[Candidate]:

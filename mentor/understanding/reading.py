@@ -34,6 +34,7 @@ KINDS = (
     "overview",
     "repeat",
 )
+ABOUT_MODULE = ("sources", "overview")  # kinds answered from what describes the module: its reading list, its opening
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,16 @@ class Part:
     figure: str = ""  # what a figure it writes is to it (STATES, SUFFICES, "other"); "" when it writes no digit
     asking: str = ""  # what of it asks, as read, its context aside ("I already understand tensor parallelism.")
 
+    def surely(self, kind: str) -> bool:
+        """True when the part surely wants this kind of answer (`SURE_KIND`)."""
+        return self.kind == kind and self.kind_confidence >= SURE_KIND
+
+    @property
+    def module_question(self) -> str:
+        """The kind of question about the module itself the part surely asks (`ABOUT_MODULE`: "which paper should I
+        cite for ...", "give me the big picture of this module"), "" for any other."""
+        return next((kind for kind in ABOUT_MODULE if self.surely(kind)), "")
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Reading:
@@ -96,7 +107,7 @@ class Reading:
     def surely(self, kind: str) -> bool:
         """True when the message surely wants this kind of answer (`SURE_KIND`): what a kind changes in retrieval
         (the module's reading list or opening joins the passages) is only worth doing when it is clear."""
-        return bool(self.parts) and self.parts[0].kind == kind and self.parts[0].kind_confidence >= SURE_KIND
+        return bool(self.parts) and self.parts[0].surely(kind)
 
     @property
     def figure(self) -> str:
@@ -106,7 +117,7 @@ class Reading:
     def surely_part(self, kind: str) -> Part | None:
         """The first part that surely wants this kind of answer (`SURE_KIND`): the situation before a choice may be
         a part of its own ("many layers and cross-node scaling; | pipeline or data parallel?")."""
-        return next((p for p in self.parts if p.kind == kind and p.kind_confidence >= SURE_KIND), None)
+        return next((p for p in self.parts if p.surely(kind)), None)
 
     @property
     def about_module(self) -> bool:
