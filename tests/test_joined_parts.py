@@ -142,3 +142,14 @@ def test_a_part_about_a_topic_beside_a_sources_part_is_answered_from_what_the_mo
     )
     assert "Hoffmann et al. (2022)" in answered.answer.text, answered.answer.text
     assert "FSDP is the same idea" in answered.answer.text, answered.answer.text
+
+
+def test_a_calculations_rule_is_found_for_the_part_that_asks_for_it(runtime) -> None:
+    # The rule was found for the whole message, so the other question's words chose it: a sentence on parallelism
+    # stood for the quantized size's rule, and the calculation was quoted with no rule of its own.
+    answered = ask(
+        runtime, "how big is a 13B model at 8 bits also do real training runs stick to just one kind of parallelism?"
+    )
+    assert [call.name for call in answered.answer.tool_calls] == ["quantized_size"], answered.answer.text
+    assert "ref-quantization" in cited_sections(answered), answered.answer.text
+    assert "Real runs combine them" in answered.answer.text, answered.answer.text

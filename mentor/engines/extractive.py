@@ -53,6 +53,7 @@ from mentor.tools.fit import CALCULATION
 from mentor.tools.registry import CALCULATORS, description_of, rule_of, title_of
 from mentor.understanding import Reading
 from mentor.understanding.reading import SURE_KIND
+from mentor.understanding.reading import Part as ReadPart
 
 ENGINE = "extractive"
 MAX_UNITS = {"explain": 3, "brief": 1, "hint": 1}
@@ -162,8 +163,11 @@ class ExtractiveEngine:
         if computed or question.unmodelled:
             # A calculator that does not model what the question names ran not: its rule is quoted alone.
             fresh = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
-            calculated = self._calculation(question, computed, fresh or pool, profile)
-            return self._beside_calculation(question, fresh or pool, *calculated)
+            beside = _asked_beside(reading) if question.style != "hint" else []
+            # What asks for the calculation: the parts not answered beside it, or the message as a whole.
+            calculating = [p.text for p in reading.parts if p not in beside] if beside and reading else []
+            calculated = self._calculation(question, computed, fresh or pool, profile, " ".join(calculating))
+            return self._beside_calculation(question, fresh or pool, beside, *calculated)
         parts, newly_named = self._parts(question, pool, said)
         limit = max(MAX_UNITS[question.style], len(parts)) if question.style != "hint" else 1
         if not pool:
@@ -285,19 +289,17 @@ class ExtractiveEngine:
         return ([joined], own.names) if joined_best > own_best + OWN_READING else ([own], frozenset())
 
     def _beside_calculation(
-        self, question: Question, pool: Sequence[Candidate], selection: Selection, parts: list[Part]
+        self,
+        question: Question,
+        pool: Sequence[Candidate],
+        read: Sequence[ReadPart],
+        selection: Selection,
+        parts: list[Part],
     ) -> tuple[Selection, list[Part]]:
-        """A calculation's `selection` and `parts`, with the message's other parts answered as any part is: those
-        asking for no figure that no calculator reads alone ("what does each GPU keep under plain data parallelism,
-        also chinchila optimal data for a 400M model?"; a name with digits in it is no figure: "..., bfloat16 or
-        float16, which one is more stable"), every part when the calculation is the message's as a whole ("pipeline
-        parallelism: what gets split? fp16 training goes nan ..., what should i try?"). A hint points at one step,
-        and gets none."""
-        reading, profile = question.reading, question.profile
-        if reading is None or len(reading.parts) < 2 or question.style == "hint":
-            return selection, parts
+        """A calculation's `selection` and `parts`, with the message's other parts (`read`, `_asked_beside`)
+        answered as any part is."""
+        profile = question.profile
         # Each in its own words: read after a calculation it leans on, a part would be answered with that rule again.
-        read = [p for p in reading.parts if p.kind != CALCULATION and not plan_part(p)]
         rest = [Part.of(p.asking or p.text, profile, p.written, p.meant) for p in read]
         asks = [p.module_question for p in read]
         if not rest:
@@ -314,13 +316,19 @@ class ExtractiveEngine:
         return Selection(chosen, [*selection.unanswered, *more.unanswered], selection.lead), [*parts, *rest]
 
     def _calculation(
-        self, question: Question, computed: Sequence[ToolCall], pool: Sequence[Candidate], profile: ModuleProfile
+        self,
+        question: Question,
+        computed: Sequence[ToolCall],
+        pool: Sequence[Candidate],
+        profile: ModuleProfile,
+        asking: str = "",
     ) -> tuple[Selection, list[Part]]:
         """A calculation's quote: the module's rule behind it, not its worked example for another model size; one
-        for each calculator that ran, when two did ("loss scale 2^12 ...: underflow? ZeRO-3 with 128 GPUs ...")."""
+        for each calculator that ran, when two did ("loss scale 2^12 ...: underflow? ZeRO-3 with 128 GPUs ..."). The
+        rule is found for the question, or for what of it `asking` for the calculation when it asks more."""
         sizes = set(SIZE.findall(question.text)) | {s for c in computed for s in SIZE.findall(c.explanation)}
         pool = [c for c in pool if not _other_example(c.unit.text, sizes)]
-        query = question.reading.query if question.reading is not None else question.text
+        query = asking or (question.reading.query if question.reading is not None else question.text)
         ran = list(dict.fromkeys(call.name for call in computed))
         calculations = [[c for c in computed if c.name == name] for name in ran] if len(ran) > 1 else [computed]
         chosen: list[Candidate] = []
@@ -619,6 +627,17 @@ def about_lacking(question: Question) -> bool:
     GaLore cut optimizer memory?"), so the module's nearby facts would only pass for an answer."""
     reading = question.reading
     return reading is not None and bool(reading.parts) and all(part.lacking for part in reading.parts)
+
+
+def _asked_beside(reading: Reading | None) -> list[ReadPart]:
+    """The parts of a message answered beside its calculation as any part is: those asking for no figure that no
+    calculator reads alone ("what does each GPU keep under plain data parallelism, also chinchila optimal data for a
+    400M model?"; a name with digits in it is no figure: "..., bfloat16 or float16, which one is more stable"), every
+    part when the calculation is the message's as a whole ("pipeline parallelism: what gets split? fp16 training
+    goes nan ..., what should i try?"). None of a message of one part."""
+    if reading is None or len(reading.parts) < 2:
+        return []
+    return [p for p in reading.parts if p.kind != CALCULATION and not plan_part(p)]
 
 
 def _in_module_order(candidate: Candidate) -> tuple[int, int]:
