@@ -227,15 +227,15 @@ def _search(
 
 def _cut(retriever: Retriever, reader: Reader, reading: Reading, module_id: str, top_k: int) -> Reading | None:
     """The message read as two questions joined by no mark (`Reader.joined`), when the module answers each from a
-    passage of its own: both halves in scope, and neither's first passage among the other's; of several such cuts,
-    the one whose halves the module covers best. None when no cut fits."""
+    passage of its own: both halves in scope, and their first passages apart (deeper down, a half's passages may hold
+    the other's first: the module's opening shares every topic's words); of several such cuts, the one whose halves
+    the module covers best. None when no cut fits."""
     best: tuple[float, Reading] | None = None
     for joined in reader.joined(reading, retriever.modules[module_id].words):
         found = [_search(retriever, p.text, joined, module_id, top_k, p) for p in joined.parts]
         if not all(r.in_scope and r.passages for r in found):
             continue
-        first, second = ({p.chunk_id for p in r.passages} for r in found)
-        if found[0].passages[0].chunk_id in second or found[1].passages[0].chunk_id in first:
+        if found[0].passages[0].chunk_id == found[1].passages[0].chunk_id:
             continue
         covered = min(r.relevance for r in found)
         if best is None or covered > best[0]:

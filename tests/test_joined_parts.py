@@ -153,3 +153,16 @@ def test_a_calculations_rule_is_found_for_the_part_that_asks_for_it(runtime) -> 
     assert [call.name for call in answered.answer.tool_calls] == ["quantized_size"], answered.answer.text
     assert "ref-quantization" in cited_sections(answered), answered.answer.text
     assert "Real runs combine them" in answered.answer.text, answered.answer.text
+
+
+def test_two_questions_joined_by_no_mark_are_cut_where_their_best_passages_differ(runtime) -> None:
+    # Each half's best passage is its own, yet the other half's passages held it further down (the module's opening
+    # shares every topic's words): the cut was refused, and the choice's table row answered the message alone.
+    message = (
+        "which parallelism do i want if my model already fits on a single gpu and why does everyone train in bf16 on "
+        "h100s now"
+    )
+    assert len(grounds_of(runtime, message).reading.parts) == 2
+    answered = ask(runtime, message)
+    assert "Data parallel (DP)" in answered.answer.text, answered.answer.text
+    assert "ref-mixed-precision" in cited_sections(answered), answered.answer.text
