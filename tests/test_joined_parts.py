@@ -166,3 +166,15 @@ def test_two_questions_joined_by_no_mark_are_cut_where_their_best_passages_diffe
     answered = ask(runtime, message)
     assert "Data parallel (DP)" in answered.answer.text, answered.answer.text
     assert "ref-mixed-precision" in cited_sections(answered), answered.answer.text
+
+
+def test_a_first_question_joined_by_no_mark_to_the_next_is_cut_in_a_message_of_several_parts(runtime) -> None:
+    # Only a message read as one question was offered a cut; here the comma before "but" makes a second part, and the
+    # first ("which paper ... rule and pipeline parallel needs micro-batches") held two questions.
+    message = (
+        "which paper should I cite for the 20-tokens-per-parameter rule and pipeline parallel needs micro-batches, but "
+        "how do I compute the bubble fraction for 8 stages?"
+    )
+    assert len(grounds_of(runtime, message).reading.parts) == 3
+    answered = ask(runtime, message)
+    assert "Hoffmann et al. (2022)" in answered.answer.text, answered.answer.text

@@ -421,15 +421,16 @@ class Reader:
         return [(q, r, v) for q, r, v in zip(asked, read, vectors, strict=True) if q in kept]
 
     def joined(self, reading: Reading, words: ModuleWords) -> list[Reading]:
-        """The message read as two questions joined by no mark ("which paper introduced zero and does the mxfp4 format
-        change how int4 weight quantization works?"): one reading of two parts for each place it may be cut.
+        """The message's first question read as two joined by no mark ("which paper introduced zero and does the mxfp4
+        format change how int4 weight quantization works?"): one reading for each place it may be cut, its first
+        part in two, the other parts after them as they were.
 
-        Asked of a message read as one question (`mentor.consult` keeps the cut whose halves the module answers from
-        passages of their own). A cut may fall where no mark stands, before a word the example second questions open
-        with (`Decisions.openers`: "and", "also"), between two sides of at least `JOINED_SIDE` words that each use a
-        word of the module; it fits when each side reads as a question (`PART_FLOOR`), the first stands alone and
-        the second does not lean on it, all read in one forward pass."""
-        if len(reading.parts) != 1 or reading.continues or reading.guarded:
+        `mentor.consult` keeps the cut whose halves the module answers from passages of their own. A cut may fall
+        where no mark stands, before a word the example second questions open with (`Decisions.openers`: "and",
+        "also"), between two sides of at least `JOINED_SIDE` words that each use a word of the module; it fits when
+        each side reads as a question (`PART_FLOOR`), the first stands alone and the second does not lean on it,
+        all read in one forward pass. The first part only: a later one may be read with the part before it."""
+        if not reading.parts or reading.continues or reading.guarded:
             return []
         text = reading.parts[0].written
         starts = [m.start() for m in WORD_START.finditer(text)]
@@ -461,7 +462,7 @@ class Reader:
                 and second_parts.probability(second.read, second.vector, "depends") < DEPENDS_FLOOR
             ):
                 parts = tuple(self._part(p.read, [p], p.vector, words) for p in pieces)
-                readings.append(replace(reading, parts=parts))
+                readings.append(replace(reading, parts=(*parts, *reading.parts[1:])))
         return readings
 
     def _parted(self, before: _Piece, after: _Piece) -> bool:
