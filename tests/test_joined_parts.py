@@ -178,3 +178,15 @@ def test_a_first_question_joined_by_no_mark_to_the_next_is_cut_in_a_message_of_s
     assert len(grounds_of(runtime, message).reading.parts) == 3
     answered = ask(runtime, message)
     assert "Hoffmann et al. (2022)" in answered.answer.text, answered.answer.text
+
+
+def test_a_question_joined_by_no_mark_after_a_sources_question_is_cut_from_it(runtime) -> None:
+    # "and what eats more gpu memory during training" read as leaning on the question before it (its "and"), so the
+    # two stayed one question and the paper behind sharding was never named.
+    answered = ask(
+        runtime,
+        "where does the idea of sharding the optimizer state come from and what eats more gpu memory during training, "
+        "the weights or adam's state?",
+    )
+    assert "Rajbhandari et al. (2020)" in answered.answer.text, answered.answer.text
+    assert "memory hog" in answered.answer.text, answered.answer.text

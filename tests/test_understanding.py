@@ -371,6 +371,14 @@ def test_a_second_question_that_names_its_subject_is_answered_on_its_own(reader,
     assert leaning.parts[1].text.startswith(leaning.parts[0].text)
 
 
+def test_whether_a_second_question_leans_is_read_without_the_word_joining_it(reader, words) -> None:
+    # "and" opened every leaning example, so it leaned a second question that names its own subject (0.63).
+    alone = read(reader, words, "what does data parallelism replicate? and what eats more gpu memory during training")
+    assert len(alone.parts) == 2 and not alone.parts[1].text.startswith(alone.parts[0].text), alone.parts
+    leaning = read(reader, words, "what is the pipeline bubble? and why does that happen?")
+    assert leaning.parts[1].text.startswith(leaning.parts[0].text), leaning.parts
+
+
 def test_a_long_question_before_a_comma_stands_alone_at_the_balanced_boundary(reader, words) -> None:
     # A question of its own reads as standing alone at 0.59-0.63 when long and technical; at the earlier floor of
     # 0.7 the question after the comma was read with it, and answered from the first one's passages.

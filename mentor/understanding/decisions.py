@@ -179,10 +179,19 @@ def leaning_examples(standalone: list[Labelled], pairs: list[Pair]) -> list[Labe
 
 
 def second_part_examples(standalone: list[Labelled], examples: Path) -> list[Labelled]:
-    """The standalone examples and second questions joined to a first by "and", "also", "but": one leans on the
-    first only when it does not say what it is about ("..., and when is a heap the better choice?" stands alone;
-    "..., and why does that happen?" leans). The standalone examples' openers all lean."""
-    return standalone + load_labelled(examples / "second_parts.jsonl", "label")
+    """The standalone examples and second questions joined to a first by "and", "also", "but", read without that
+    word (`without_opener`: it says nothing of what is asked): one leans on the first only when it does not say what
+    it is about ("..., and when is a heap the better choice?" stands alone; "..., and why does that happen?" leans).
+    The standalone examples' openers all lean."""
+    seconds = load_labelled(examples / "second_parts.jsonl", "label")
+    openers = opening_words([row.text for row in seconds])
+    return standalone + [Labelled(without_opener(row.text, openers), row.label) for row in seconds]
+
+
+def without_opener(text: str, openers: frozenset[str]) -> str:
+    """`text` without the first word joining it to a question before it, when it is one of the `openers`."""
+    head, _, rest = text.partition(" ")
+    return rest if rest and head.lower().strip(",") in openers else text
 
 
 def opening_words(questions: list[str]) -> frozenset[str]:

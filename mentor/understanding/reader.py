@@ -25,7 +25,7 @@ import numpy as np
 
 from mentor.embeddings import Embedder, embed_cached
 from mentor.understanding.clauses import TEMPLATE, normalise, pieces_of, split_clauses
-from mentor.understanding.decisions import Decisions
+from mentor.understanding.decisions import Decisions, without_opener
 from mentor.understanding.reading import CHATTER, INSTRUCTION, OTHER, QUESTION, Clause, Part, Reading
 from mentor.understanding.words import ModuleWords
 
@@ -317,16 +317,11 @@ class Reader:
                 pending = []
         if len(groups) > MAX_PARTS:
             groups = [*groups[: MAX_PARTS - 1], [p for group in groups[MAX_PARTS - 1 :] for p in group]]
-        second_parts = self.decisions.second_parts
         read: list[tuple[str, list[_Piece]]] = []  # each part's text and the pieces it is read from
         for i, group in enumerate(groups):
             first = _asking(group)[0]
             # A question after its own situation leans on nothing before it ("..., what should i try?").
-            leans = (
-                i
-                and not group[0].context
-                and second_parts.probability(first.read, first.vector, "depends") >= DEPENDS_FLOOR
-            )
+            leans = i and not group[0].context and self._leans(first.read, first.vector) >= DEPENDS_FLOOR
             pooled = [*read[-1][1], *group] if leans else list(group)
             read.append((_joined(pooled, read=True), pooled))
         return [
@@ -447,9 +442,11 @@ class Reader:
         if not sides:
             return []
         read = {side: words.read(side)[0] for pair in sides for side in pair}
-        texts = list(dict.fromkeys(read.values()))
+        # Each second side without its opener too, in the same pass (`_leans` reads it so; the embedder keeps it).
+        own = [without_opener(read[tail], openers) for _, tail in sides]
+        texts = list(dict.fromkeys([*read.values(), *own]))
         vectors = dict(zip(texts, self._embed(texts), strict=True))
-        acts, standalone, second_parts = self.decisions.acts, self.decisions.standalone, self.decisions.second_parts
+        acts, standalone = self.decisions.acts, self.decisions.standalone
         readings = []
         for head, tail in sides:
             pieces = [_Piece(side, read[side], n, "", vectors[read[side]]) for n, side in enumerate((head, tail))]
@@ -459,11 +456,18 @@ class Reader:
             if (
                 min(first.confidence, second.confidence) >= PART_FLOOR
                 and standalone.probability(first.read, first.vector, "self") >= ALONE_FLOOR
-                and second_parts.probability(second.read, second.vector, "depends") < DEPENDS_FLOOR
+                and self._leans(second.read, second.vector) < DEPENDS_FLOOR
             ):
                 parts = tuple(self._part(p.read, [p], p.vector, words) for p in pieces)
                 readings.append(replace(reading, parts=(*parts, *reading.parts[1:])))
         return readings
+
+    def _leans(self, text: str, vector: np.ndarray) -> float:
+        """How surely a second question leans on the first, read from its own words, as the decision's examples are
+        (`decisions.without_opener`): the word joining it ("and", "also") says nothing of what it asks. Without
+        it, the question is embedded anew (a second question only)."""
+        own = without_opener(text, self.decisions.openers)
+        return self.decisions.second_parts.probability(own, vector if own == text else self._embed([own])[0], "depends")
 
     def _parted(self, before: _Piece, after: _Piece) -> bool:
         """True when a comma ends a question of its own and begins another ("which paper for Chinchilla, and who
