@@ -101,8 +101,10 @@ def test_both_halves_of_a_joined_question_are_answered(outcomes) -> None:
     # by no mark are cut where the module answers them from passages of their own, and every part is answered beside
     # a calculation the message asks as a whole. Most of the rest are second questions read with the first ("...,
     # also would 8 H100s ... be enough?"), joins the module answers from one passage, or parts past the third
-    # (docs/eval-notes.md, twelfth and fourteenth rounds). A floor, not a target.
-    assert len(halved) <= 35, halved
+    # (docs/eval-notes.md, twelfth and fourteenth rounds). 32 in the fifteenth: a part asking for the module's sources
+    # is answered from its reading list, a calculation's rule is found for the parts asking it, and a second question
+    # leans on the first by its own words, not the "and" joining it. A floor, not a target.
+    assert len(halved) <= 28, halved
 
 
 def test_both_halves_of_another_draw_are_answered(runtime) -> None:
@@ -110,9 +112,9 @@ def test_both_halves_of_another_draw_are_answered(runtime) -> None:
     halved = [message for message, both in outcomes if not both]
     print(halved)
     print(f"\nanother draw: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
-    # 17 of 60 when written, on the code before the round it measures; 26 after it (docs/eval-notes.md, fourteenth
-    # round). A floor, not a target.
-    assert len(halved) <= 32, halved
+    # 17 of 60 when written, on the code before the round it measures; 28 after it (docs/eval-notes.md, fourteenth
+    # round); 35 after the fifteenth. A floor, not a target.
+    assert len(halved) <= 25, halved
 
 
 def test_both_halves_of_a_draw_joined_by_no_mark_are_answered(runtime) -> None:
@@ -121,9 +123,10 @@ def test_both_halves_of_a_draw_joined_by_no_mark_are_answered(runtime) -> None:
     print(halved)
     print(f"\njoined by no mark: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
     # 12 of 60 when written, on the code before the round it measures; 20 since a message joined by no mark is cut
-    # where a second question opens and the module answers each half from its own passages (fourteenth round). A
+    # where a second question opens and the module answers each half from its own passages (fourteenth round); 27
+    # since the cut falls where the halves' first passages differ, in a first part of several too (fifteenth). A
     # floor, not a target.
-    assert len(halved) <= 40, halved
+    assert len(halved) <= 33, halved
 
 
 def test_both_halves_of_a_draw_opened_by_a_connecting_word_are_answered(runtime) -> None:
@@ -131,5 +134,6 @@ def test_both_halves_of_a_draw_opened_by_a_connecting_word_are_answered(runtime)
     halved = [message for message, both in outcomes if not both]
     print(halved)
     print(f"\nopened by a connecting word: {len(outcomes) - len(halved)} of {len(outcomes)} answered in both halves")
-    # 27 of 60 when written, on the code before the round it measures. A floor, not a target.
-    assert len(halved) <= 33, halved
+    # 27 of 60 when written, on the code before the round it measures; 36 after it (docs/eval-notes.md, fifteenth
+    # round). A floor, not a target.
+    assert len(halved) <= 24, halved

@@ -183,9 +183,14 @@ def second_part_examples(standalone: list[Labelled], examples: Path) -> list[Lab
     word (`without_opener`: it says nothing of what is asked): one leans on the first only when it does not say what
     it is about ("..., and when is a heap the better choice?" stands alone; "..., and why does that happen?" leans).
     The standalone examples' openers all lean."""
+    openers = second_openers(examples)
     seconds = load_labelled(examples / "second_parts.jsonl", "label")
-    openers = opening_words([row.text for row in seconds])
     return standalone + [Labelled(without_opener(row.text, openers), row.label) for row in seconds]
+
+
+def second_openers(examples: Path) -> frozenset[str]:
+    """The words the example second questions open with (`opening_words` of `second_parts.jsonl`)."""
+    return opening_words([row.text for row in load_labelled(examples / "second_parts.jsonl", "label")])
 
 
 def without_opener(text: str, openers: frozenset[str]) -> str:
@@ -258,5 +263,5 @@ class Decisions:
         messages = [row.text for row in act_examples(examples, mixes=0)]
         spellers = {module_id: w.speller for module_id, w in words.items()}
         lacking = LackingModel.load(lacking_examples, spellers, messages)
-        openers = opening_words([row.text for row in load_labelled(examples / "second_parts.jsonl", "label")])
+        openers = second_openers(examples)
         return cls(acts, kinds, standalone, second_parts, subject, continues, lacking, social, figures, openers)
