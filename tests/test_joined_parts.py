@@ -13,6 +13,14 @@ from .chat_helpers import cited_sections
 from .conftest import MODULE_ID
 
 
+def says(runtime, message: str, *phrases: str):
+    """Ask `message`, check its answer holds each of `phrases`, and return it."""
+    answered = ask(runtime, message)
+    for phrase in phrases:
+        assert phrase in answered.answer.text, answered.answer.text
+    return answered
+
+
 def test_a_comparison_answered_with_rows_keeps_the_other_parts_sentence(runtime) -> None:
     answer = ask(runtime, "tensr paralell vs data paralell? why did models like gpt-3 end up under-trained?").answer
     assert "Data parallel (DP) — what is split" in answer.text and "Tensor parallel (TP) — what is split" in answer.text
@@ -115,13 +123,11 @@ def test_a_message_is_not_cut_where_the_module_answers_its_halves_from_the_same_
 def test_a_part_asking_for_the_modules_sources_is_answered_from_its_reading_list(runtime) -> None:
     # The module's reading list joined the passages only when the message's first part asked for it, and a merge of
     # the parts' passages dropped it even then: the sources part got a sentence about the idea, not its paper.
-    answered = ask(
-        runtime,
+    message = (
         "where does the idea of sharding the optimizer state come from, and what keeps the gpus of a pipeline from "
-        "sitting idle?",
+        "sitting idle?"
     )
-    assert "Rajbhandari et al. (2020)" in answered.answer.text, answered.answer.text
-    assert "pipeline bubble" in answered.answer.text, answered.answer.text
+    says(runtime, message, "Rajbhandari et al. (2020)", "pipeline bubble")
 
 
 def test_a_sources_part_beside_a_calculation_is_answered_from_the_reading_list(runtime) -> None:
@@ -137,11 +143,8 @@ def test_a_sources_part_beside_a_calculation_is_answered_from_the_reading_list(r
 def test_a_part_about_a_topic_beside_a_sources_part_is_answered_from_what_the_module_teaches(runtime) -> None:
     # The message's first part asked for sources, so every part was answered from the reading list: "how does FSDP
     # relate to ZeRO" got the ZeRO paper's row, not what the module says of FSDP.
-    answered = ask(
-        runtime, "which paper should I cite for the 20-tokens-per-parameter rule, and how does FSDP relate to ZeRO?"
-    )
-    assert "Hoffmann et al. (2022)" in answered.answer.text, answered.answer.text
-    assert "FSDP is the same idea" in answered.answer.text, answered.answer.text
+    message = "which paper should I cite for the 20-tokens-per-parameter rule, and how does FSDP relate to ZeRO?"
+    says(runtime, message, "Hoffmann et al. (2022)", "FSDP is the same idea")
 
 
 def test_a_calculations_rule_is_found_for_the_part_that_asks_for_it(runtime) -> None:
@@ -176,17 +179,14 @@ def test_a_first_question_joined_by_no_mark_to_the_next_is_cut_in_a_message_of_s
         "how do I compute the bubble fraction for 8 stages?"
     )
     assert len(grounds_of(runtime, message).reading.parts) == 3
-    answered = ask(runtime, message)
-    assert "Hoffmann et al. (2022)" in answered.answer.text, answered.answer.text
+    says(runtime, message, "Hoffmann et al. (2022)")
 
 
 def test_a_question_joined_by_no_mark_after_a_sources_question_is_cut_from_it(runtime) -> None:
     # "and what eats more gpu memory during training" read as leaning on the question before it (its "and"), so the
     # two stayed one question and the paper behind sharding was never named.
-    answered = ask(
-        runtime,
+    message = (
         "where does the idea of sharding the optimizer state come from and what eats more gpu memory during training, "
-        "the weights or adam's state?",
+        "the weights or adam's state?"
     )
-    assert "Rajbhandari et al. (2020)" in answered.answer.text, answered.answer.text
-    assert "memory hog" in answered.answer.text, answered.answer.text
+    says(runtime, message, "Rajbhandari et al. (2020)", "memory hog")
