@@ -40,6 +40,7 @@ from mentor.engines.selection import (
     quoted_before,
     score,
     select,
+    unasked_boilerplate,
 )
 from mentor.engines.tool_calls import run_tool_call
 from mentor.framing import HINT_CALC, HINT_CHECK, HINT_QUESTION, PARTIAL_OPENING, SET_ASIDE
@@ -646,7 +647,7 @@ def _in_module_order(candidate: Candidate) -> tuple[int, int]:
 
 def _taught(pool: Sequence[Candidate], profile: ModuleProfile, sent_to: tuple[str, ...]) -> list[Candidate]:
     """The units of `pool` that teach, not describe the module (`candidates` without boilerplate)."""
-    return [c for c in pool if c.unit.text not in profile.boilerplate or any(m in c.unit.text for m in sent_to)]
+    return [c for c in pool if not unasked_boilerplate(c.unit.text, profile, sent_to)]
 
 
 def _sent_to(question: Question) -> tuple[str, ...]:

@@ -183,6 +183,12 @@ def leans_back(text: str) -> bool:
     return bool(POINTS_BACK.match(text)) or text.lstrip("`").startswith("(")
 
 
+def unasked_boilerplate(text: str, profile: ModuleProfile, pointing: tuple[str, ...] = ()) -> bool:
+    """True for a unit describing the module (its opening, its reading list) rather than teaching it, unless it
+    names a module the question is sent to (`pointing`: the reading list's row for it)."""
+    return text in profile.boilerplate and not any(m in text for m in pointing)
+
+
 def candidates(
     passages: Sequence[Passage],
     units_of: Callable[[Passage], tuple[list[Unit], np.ndarray, list[np.ndarray]]],
@@ -204,7 +210,7 @@ def candidates(
             text = unit.text
             if text in seen or text in planted or len(text.split()) < MIN_WORDS:
                 continue
-            if not allow_boilerplate and text in profile.boilerplate and not any(m in text for m in pointing):
+            if not allow_boilerplate and unasked_boilerplate(text, profile, pointing):
                 continue
             seen.add(text)  # overlapping chunks hold the same sentence twice
             terms = profile.unit_words(text)
