@@ -50,6 +50,9 @@ def measure(reader: Reader, words: ModuleWords, heldout: Path, examples: Path = 
     choices = _heldout("choices", reader, words, heldout)
     figures.append(Measured("choices", 0, None, choices[0], choices[1], "the kinds decision"))
     figures.append(_lacking(reader, words, heldout))
+    # Concepts of two or three everyday words ("sliding window attention"), beside everyday words before the module's
+    # ("quick question", "big picture"): written before the lacking decision read a word's neighbours
+    figures.append(_lacking(reader, words, heldout, "compounds"))
     figures.append(_follow_ups(reader, words, heldout))
     figures.append(_instructions(reader, words, heldout))
     return figures
@@ -105,13 +108,13 @@ def _second_alone(reading: Reading) -> bool:
     return len(parts) >= 2 and not parts[1].text.startswith(parts[0].text.rstrip("?"))
 
 
-def _lacking(reader: Reader, words: ModuleWords, heldout: Path) -> Measured:
-    """The concepts a question names that the module lacks (`lacking.jsonl`): whether it names any (balanced
+def _lacking(reader: Reader, words: ModuleWords, heldout: Path, name: str = "lacking") -> Measured:
+    """The concepts a question names that the module lacks (`{name}.jsonl`): whether it names any (balanced
     accuracy), and in the note, how many of the labelled concepts are named and how many named ones are labelled.
     A concept is named when one holds the other ("ring attention" for "ring attention kernels")."""
-    path = heldout / "lacking.jsonl"
+    path = heldout / f"{name}.jsonl"
     if not path.is_file():
-        return Measured("lacking", 0, None, 0, None)
+        return Measured(name, 0, None, 0, None)
     rows = _rows(path)
     named = [[c.lower() for c in _read(reader, words, row["text"]).lacking] for row in rows]
     labelled = [[c.lower() for c in row["lacking"]] for row in rows]
@@ -120,7 +123,7 @@ def _lacking(reader: Reader, words: ModuleWords, heldout: Path) -> Measured:
     truths, names = sum(map(len, labelled)), sum(map(len, named))
     score = balanced_accuracy([str(bool(ts)) for ts in labelled], [str(bool(ns)) for ns in named])
     note = f"concepts named {found}/{truths}, names that are concepts {right}/{names}"
-    return Measured("lacking", 0, None, len(rows), score, note)
+    return Measured(name, 0, None, len(rows), score, note)
 
 
 def _same(concept: str, name: str) -> bool:
