@@ -125,8 +125,10 @@ def _grounded(
         searched = [(p, _search(retriever, p.text, reading, module_id, top_k, p)) for p in reading.parts]
         covered = [r for _, r in searched if r.in_scope]
         # Every part is a question of its own ("What's the capital of France? And how does ZeRO-3 work?"): chat
-        # beside a question is none, and a question leaning on the one before it is read with it (the reader).
-        set_aside = bool(covered) and any(not r.in_scope for _, r in searched)
+        # beside a question is none, and a question leaning on the one before it is read with it (the reader). A
+        # part asking for a calculation is the module's, as a message asking for one is (`Grounds.answerable`).
+        kept = [p for p, r in searched if r.in_scope or plan_part(p)]
+        set_aside = bool(covered) and len(kept) < len(searched)
         if covered:
             # A part set aside leaves the search for the whole message too: only the covered parts' passages.
             first = retrieval if retrieval.in_scope and not set_aside else covered[0]
@@ -136,7 +138,7 @@ def _grounded(
                 # describes the module, ranked after the passages the merge kept.
                 retrieval = with_chunks(retrieval, [c for c in index.chunks if describes_module(c)], module_id)
         if set_aside:
-            asked = " ".join(p.text for p, r in searched if r.in_scope)
+            asked = " ".join(p.text for p in kept)
     if reading.question and reading.lacking and not retrieval.in_scope:
         retrieval = _beside_a_subject(retriever, reading, module_id, top_k) or retrieval
     by_part = [(p.text, pointed(p.vector)) for p in reading.parts]

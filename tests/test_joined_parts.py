@@ -91,6 +91,33 @@ def test_a_calculation_asked_beside_another_question_is_no_part_set_aside(runtim
     assert "parallelism-strategies" in cited_sections(answered) or "ref-parallelism-zero" in cited_sections(answered)
 
 
+def test_two_calculations_of_one_part_are_computed_each_from_its_own_numbers(runtime) -> None:
+    # The second question leans on the first (one part): ZeRO's memory was computed for the first question's 7B,
+    # a false figure, and the loss the first asked for was never computed.
+    answered = ask(
+        runtime,
+        "expected loss for 7B params trained on 1T tokens? and also zero-1 on 16 devices, 20B model, "
+        "memory per device?",
+    )
+    calls = [(call.name, call.arguments.get("params")) for call in answered.answer.tool_calls if call.error is None]
+    assert calls == [("scaling_law_loss", 7 * 10**9), ("zero_memory", 20 * 10**9)], answered.answer.text
+    # ZeRO-1 for 20B on 16 GPUs: 40 + 40 + 240/16 = 95 GB a GPU; the Chinchilla fit for 7B on 1T tokens: 2.052 nats
+    assert "95 GB" in answered.answer.text and "2.052" in answered.answer.text, answered.answer.text
+
+
+def test_a_calculation_whose_numbers_stand_before_its_question_is_not_set_aside(runtime) -> None:
+    # "p=4, m=16, interleaved with v=2," is context to "what's the bubble.": the part was planned on its question
+    # alone, planned nothing, searched out of scope and was set aside ("the rest of your message").
+    answered = ask(
+        runtime,
+        "p=4, m=16, interleaved with v=2, what's the bubble. and gradient 3e-9 in fp16 with a loss scale of 1024 - "
+        "does it survive?",
+    )
+    names = [call.name for call in answered.answer.tool_calls if call.error is None]
+    assert names == ["pipeline_bubble", "loss_scaling"], answered.answer.text
+    assert answered.answer.coverage == "full" and "rest of your message" not in answered.answer.text
+
+
 def grounds_of(runtime, message: str):
     """How the chat reads and grounds `message`: its parts, after any cut."""
     chat = runtime.chat

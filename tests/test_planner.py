@@ -153,6 +153,30 @@ def test_a_follow_up_gives_a_number_to_the_rule_the_previous_question_asked_abou
     assert plan_tools("and why is it stable?", ("what's the chinchilla rule?",)) == []
 
 
+def test_each_calculation_of_a_message_takes_the_numbers_of_its_own_sentence() -> None:
+    """ZeRO's recogniser read the first size in the text, the other question's: 7B instead of 20B, a false figure;
+    and the loss asked first was never planned (the first recogniser takes the whole text)."""
+    plan = plan_tools(
+        "expected loss for 7B params trained on 1T tokens? and also zero-1 on 16 devices, 20B model, "
+        "memory per device?",
+        kind="calculation",
+    )
+    assert [(c.name, c.arguments) for c in plan] == [
+        ("scaling_law_loss", {"params": "7B", "tokens": "1T"}),
+        ("zero_memory", {"params": "20B", "dp_degree": 16, "stage": 1}),
+    ]
+
+
+def test_a_calculation_spread_over_sentences_keeps_the_numbers_of_the_whole_text() -> None:
+    """The size in one sentence, the question in the next: no sentence plans it alone, the whole text does."""
+    (call,) = plan_tools("I have a 13B model. How much memory for Adam?")
+    assert (call.name, call.arguments["params"]) == ("training_memory", "13B")
+    # A sentence that plans with a number assumed ("ZeRO-3 on 64 GPUs" takes the worked example's 7B) does not
+    # replace the whole text's call, which found the size in the next sentence.
+    (call,) = plan_tools("ZeRO-3 on 64 GPUs. for a 70B model?")
+    assert call.name == "zero_memory" and call.arguments["params"] == "70B" and call.arguments["dp_degree"] == 64
+
+
 def _planned_calls() -> list[dict]:
     return [json.loads(line) for line in PLANNED_CALLS.read_text().splitlines() if line.strip()]
 

@@ -11,8 +11,10 @@ worked example (7B), and the answer says so.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from mentor.text import MAX_MESSAGE_CHARS
+from mentor.text.sentences import split_sentences
 from mentor.tools.registry import PLANNING_ORDER
 from mentor.tools.wording import PlanContext, PlannedCall
 from mentor.understanding.numerals import digits
@@ -41,10 +43,12 @@ def plan_tools(question: str, history: tuple[str, ...] = (), *, kind: str = "") 
     question = digits(said)
     history = tuple(digits(text) for text in _recent(history, MAX_HISTORY_CHARS))
     plan = _plan(question, history, kind, written=said)
+    if plan:
+        return _by_sentence(plan, said, kind)
     # A follow-up may lean on the previous question: with a number, for the previous calculation or for the rule the
     # previous question asked about ("what's the Chinchilla rule?" then "for a 20B model then?"); naming what to
     # compute, for the previous calculation.
-    if plan or not history:
+    if not history:
         return plan
     if re.search(r"\d", question):
         joined = _plan(f"{question} {history[-1]}", history[:-1], kind)
@@ -58,9 +62,31 @@ def plan_tools(question: str, history: tuple[str, ...] = (), *, kind: str = "") 
 
 
 def plan_part(part: Part) -> list[PlannedCall]:
-    """The calculators one part of a message asks for on its own: planned on what it asks, in its own words (a part
-    read with the one before it would plan that one's calculation again)."""
-    return plan_tools(part.asking or part.text, kind=part.kind)
+    """The calculators one part of a message asks for on its own: planned on its own words, its context (where the
+    numbers often are) included, not the part it is read with (whose calculation that would plan again)."""
+    return plan_tools(part.own or part.asking or part.text, kind=part.kind)
+
+
+def _by_sentence(plan: list[PlannedCall], said: str, kind: str) -> list[PlannedCall]:
+    """The plan of a text of several sentences, with what each sentence asks on its own: a calculator one sentence
+    plans from its own numbers alone (nothing assumed) takes them from it, and runs beside the text's. "expected loss
+    for 7B params on 1T tokens? and ZeRO-1 on 16 GPUs for a 20B model?" computes the loss for 7B and the memory for
+    20B, where the whole text gave ZeRO the first size it names and planned nothing else. A calculator only the whole
+    text plans (its numbers in one sentence, its question in another: "I have a 13B model. How much memory for
+    Adam?") keeps the text's arguments, as does one the text plans twice (a comparison of two sizes)."""
+    sentences = split_sentences(said)
+    if len(sentences) < 2:
+        return plan
+    own: dict[str, tuple[int, PlannedCall]] = {}  # each calculator's first sentence planning it alone, and its call
+    for index, sentence in enumerate(sentences):
+        for call in _plan(digits(sentence), (), kind, written=sentence):
+            if not call.assumed:
+                own.setdefault(call.name, (index, call))
+    twice = {name for name, count in Counter(call.name for call in plan).items() if count > 1}
+    placed = [(-1, call) if call.name in twice else own.pop(call.name, (-1, call)) for call in plan]
+    placed += [entry for name, entry in own.items() if name not in twice]
+    # In the order they are asked: a calculator planned from the whole text first, as it was
+    return [call for _, call in sorted(placed, key=lambda entry: entry[0])]
 
 
 def _calls(plan: list[PlannedCall]) -> list[tuple[str, dict]]:

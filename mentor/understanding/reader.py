@@ -354,6 +354,7 @@ class Reader:
             on_module,
             figure,
             _joined(asking, read=True),
+            _joined(group, read=True),
         )
 
     def as_question(self, reading: Reading, words: ModuleWords) -> Reading:

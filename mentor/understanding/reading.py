@@ -66,6 +66,9 @@ class Part:
     on_module: float = 0.0  # how surely it asks about the module itself, not a subject it names
     figure: str = ""  # what a figure it writes is to it (STATES, SUFFICES, "other"); "" when it writes no digit
     asking: str = ""  # what of it asks, as read, its context aside ("I already understand tensor parallelism.")
+    # Its own words as read, its context included, without the part it leans on: where a calculation's numbers are
+    # ("p=4, m=16, interleaved with v=2, what's the bubble?": the numbers are context to "what's the bubble?")
+    own: str = ""
 
     def surely(self, kind: str) -> bool:
         """True when the part surely wants this kind of answer (`SURE_KIND`)."""
