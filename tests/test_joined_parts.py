@@ -118,6 +118,23 @@ def test_a_calculation_whose_numbers_stand_before_its_question_is_not_set_aside(
     assert answered.answer.coverage == "full" and "rest of your message" not in answered.answer.text
 
 
+def test_a_question_whose_situation_asks_the_calculation_is_answered_beside_it(runtime) -> None:
+    # The numbers before it read as the question's situation: one part, and a part that calculates was answered with
+    # the calculation's rule alone; what it asks ("how does shrinking the weights speed up token generation") is
+    # no figure, and was left unanswered.
+    answered = ask(
+        runtime,
+        "p=4, m=16, interleaved with v=2, what's the bubble and how does shrinking the weights speed up token "
+        "generation",
+    )
+    assert [call.name for call in answered.answer.tool_calls] == ["pipeline_bubble"], answered.answer.text
+    assert "ref-quantization" in cited_sections(answered), answered.answer.text
+    # A question asking for the figure its situation holds is the calculation: nothing is answered beside it.
+    answered = ask(runtime, "I have a 13B model. How much memory for Adam?")
+    assert [call.name for call in answered.answer.tool_calls] == ["training_memory"], answered.answer.text
+    assert len(answered.answer.citations) == 1, answered.answer.text
+
+
 def grounds_of(runtime, message: str):
     """How the chat reads and grounds `message`: its parts, after any cut."""
     chat = runtime.chat

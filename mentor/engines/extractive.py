@@ -24,7 +24,7 @@ from mentor.answer import Answer, Citation, Question, ToolCall
 from mentor.corpus import Chunk
 from mentor.embeddings import Embedder, embed_cached
 from mentor.engines.figures import checked
-from mentor.engines.planner import PlannedCall, plan_part
+from mentor.engines.planner import PlannedCall, plan_part, plan_tools
 from mentor.engines.plans import choose, compared_rows
 from mentor.engines.selection import (
     FLOOR,
@@ -635,9 +635,15 @@ def _asked_beside(reading: Reading | None) -> list[ReadPart]:
     calculator reads alone ("what does each GPU keep under plain data parallelism, also chinchila optimal data for a
     400M model?"; a name with digits in it is no figure: "..., bfloat16 or float16, which one is more stable"), every
     part when the calculation is the message's as a whole ("pipeline parallelism: what gets split? fp16 training
-    goes nan ..., what should i try?"). None of a message of one part."""
-    if reading is None or len(reading.parts) < 2:
+    goes nan ..., what should i try?"). Of a message of one part, the part when only its context asks for the
+    figure: "expected loss for 7B params trained on 1T tokens; whats the one mental model i should keep from all
+    this" reads the first clause as the second's situation, yet the second asks for no figure."""
+    if reading is None or not reading.parts:
         return []
+    if len(reading.parts) == 1:
+        (part,) = reading.parts
+        beside = part.kind != CALCULATION and part.asking and part.asking != part.own
+        return [part] if beside and not plan_tools(part.asking, kind=part.kind) else []
     return [p for p in reading.parts if p.kind != CALCULATION and not plan_part(p)]
 
 
