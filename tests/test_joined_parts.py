@@ -135,6 +135,16 @@ def test_a_question_whose_situation_asks_the_calculation_is_answered_beside_it(r
     assert len(answered.answer.citations) == 1, answered.answer.text
 
 
+def test_a_terse_second_question_on_a_subject_of_its_own_is_answered(runtime) -> None:
+    # Read with the first question, "also W8A8 - why so hard?" was answered from the parallelism passages alone.
+    answered = ask(
+        runtime,
+        "which split helps most when the model has very many layers spread over nodes, also W8A8 - why so hard?",
+    )
+    cited = cited_sections(answered)
+    assert "ref-quantization" in cited and cited & {"ref-parallelism-zero", "parallelism-strategies"}, cited
+
+
 def grounds_of(runtime, message: str):
     """How the chat reads and grounds `message`: its parts, after any cut."""
     chat = runtime.chat

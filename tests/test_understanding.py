@@ -379,6 +379,17 @@ def test_whether_a_second_question_leans_is_read_without_the_word_joining_it(rea
     assert leaning.parts[1].text.startswith(leaning.parts[0].text), leaning.parts
 
 
+def test_a_terse_second_question_on_a_subject_of_its_own_is_read_on_its_own(reader, words) -> None:
+    # "W8A8 - why so hard?" reads as leaning by its form (0.83): read with the first, it was answered from the
+    # first's passages. No sentence of the module names W8A8 beside the first's terms.
+    first = "which split helps most when the model has very many layers spread over nodes"
+    alone = read(reader, words, f"{first}, also W8A8 - why so hard?")
+    assert len(alone.parts) == 2 and not alone.parts[1].text.startswith(alone.parts[0].text), alone.parts
+    # A second question on what the first's sentences hold still leans: the module names ZeRO beside FSDP.
+    leaning = read(reader, words, "what does zero stage 1 shard, and what about fsdp?")
+    assert leaning.parts[1].text.startswith(leaning.parts[0].text), leaning.parts
+
+
 def test_a_long_question_before_a_comma_stands_alone_at_the_balanced_boundary(reader, words) -> None:
     # A question of its own reads as standing alone at 0.59-0.63 when long and technical; at the earlier floor of
     # 0.7 the question after the comma was read with it, and answered from the first one's passages.

@@ -320,8 +320,14 @@ class Reader:
         read: list[tuple[str, list[_Piece]]] = []  # each part's text and the pieces it is read from
         for i, group in enumerate(groups):
             first = _asking(group)[0]
-            # A question after its own situation leans on nothing before it ("..., what should i try?").
-            leans = i and not group[0].context and self._leans(first.read, first.vector) >= DEPENDS_FLOOR
+            # A question after its own situation leans on nothing before it ("..., what should i try?"), nor does one
+            # on a subject of its own, however terse ("..., also W8A8 - why so hard?").
+            leans = (
+                i
+                and not group[0].context
+                and self._leans(first.read, first.vector) >= DEPENDS_FLOOR
+                and not words.own_subject(_joined(group, read=True), read[-1][0])
+            )
             pooled = [*read[-1][1], *group] if leans else list(group)
             read.append((_joined(pooled, read=True), pooled))
         return [

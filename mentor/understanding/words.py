@@ -70,6 +70,18 @@ class ModuleWords:
         together = self.together
         return not any(together.get(a, frozenset()) & together.get(b, frozenset()) for a in own for b in before)
 
+    def own_subject(self, second: str, first: str) -> bool:
+        """True when a second question names terms of the module the first does not, and no sentence of the module
+        names one of them beside a term of the first: a subject of its own ("W8A8 - why so hard?" after "which
+        split helps most when the model has very many layers spread over nodes"), not one the first question's
+        holds ("how does int4 help with that?" after "why is decode memory bound": one sentence names both)."""
+        own, before = self._terms(second, only=False), self._terms(first, only=False)
+        new = own - before
+        together = self.together
+        return bool(new) and not any(
+            together.get(a, frozenset()) & together.get(b, frozenset()) for a in new for b in before
+        )
+
     def _terms(self, text: str, *, only: bool) -> set[str]:
         """The stems of the module's terms in `text`: its specific words (`names_something`'s sense, numbers aside),
         its glossary terms and the module's words they stand for; with `only`, none unless every word that is no
