@@ -145,6 +145,18 @@ def test_a_terse_second_question_on_a_subject_of_its_own_is_answered(runtime) ->
     assert "ref-quantization" in cited and cited & {"ref-parallelism-zero", "parallelism-strategies"}, cited
 
 
+def test_each_of_two_calculations_is_quoted_for_the_words_of_the_part_asking_it(runtime) -> None:
+    # Each rule was found for the calculator's title alone: "Number format" names no word of the fp16 sentence, and
+    # only the scaling law's rule was quoted.
+    answered = ask(
+        runtime,
+        "what loss does the chinchilla fit predict for 70B on 2T tokens? and also fp16 spends how many bits on its "
+        "exponent?",
+    )
+    assert [call.name for call in answered.answer.tool_calls] == ["scaling_law_loss", "number_format"]
+    assert {"ref-scaling-laws", "ref-mixed-precision"} <= cited_sections(answered), answered.answer.text
+
+
 def grounds_of(runtime, message: str):
     """How the chat reads and grounds `message`: its parts, after any cut."""
     chat = runtime.chat

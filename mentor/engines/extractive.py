@@ -337,8 +337,11 @@ class ExtractiveEngine:
         for calls in calculations:
             named = [*(c.name for c in calls), *question.unmodelled]
             topics = " ".join(dict.fromkeys(title_of(name) for name in named))
-            # Of two, each is quoted for its own rule: the message as a whole asks the other one too.
-            part = Part.of(f"{query} {topics}" if len(calculations) == 1 else topics, profile)
+            # Of two, each is quoted for its own rule, with the words of the part asking for it alone ("and also fp16
+            # spends how many bits on its exponent?": "Number format" names no word of the sentence saying so): the
+            # message as a whole asks the other one too.
+            own = "" if len(calculations) == 1 else _asking_for(question.reading, calls[0].name)
+            part = Part.of(f"{query} {topics}" if len(calculations) == 1 else f"{own} {topics}".strip(), profile)
             parts.append(part)
             if not pool or question.style == "brief":
                 continue
@@ -645,6 +648,12 @@ def _asked_beside(reading: Reading | None) -> list[ReadPart]:
         beside = part.kind != CALCULATION and part.asking and part.asking != part.own
         return [part] if beside and not plan_tools(part.asking, kind=part.kind) else []
     return [p for p in reading.parts if p.kind != CALCULATION and not plan_part(p)]
+
+
+def _asking_for(reading: Reading | None, name: str) -> str:
+    """The words of the message's part that asks for calculator `name` on its own ("" when none does alone)."""
+    parts = reading.parts if reading is not None and len(reading.parts) > 1 else ()
+    return next((p.own or p.text for p in parts if name in {c.name for c in plan_part(p)}), "")
 
 
 def _in_module_order(candidate: Candidate) -> tuple[int, int]:
