@@ -157,6 +157,19 @@ def test_each_of_two_calculations_is_quoted_for_the_words_of_the_part_asking_it(
     assert {"ref-scaling-laws", "ref-mixed-precision"} <= cited_sections(answered), answered.answer.text
 
 
+def test_a_part_asking_for_a_rule_no_calculator_computes_is_answered_beside_a_calculation(runtime) -> None:
+    # "compute optimal tokns per param rule" reads as a calculation and plans nothing alone: a calculation's part,
+    # it was left unanswered beside the number formats the second part computes.
+    answered = ask(runtime, "compute optimal tokns per param rule; what does bf16 give away to get fp32's range?")
+    assert "20 tokens" in answered.answer.text and "ref-mixed-precision" in cited_sections(answered), (
+        answered.answer.text
+    )
+    # A part asking for the figure computed beside it is that calculation: no sentence of its own.
+    answered = ask(runtime, "how many GB do weights, grads and adam states take for a 30B model?")
+    assert [call.name for call in answered.answer.tool_calls] == ["training_memory"], answered.answer.text
+    assert len(answered.answer.citations) == 1, answered.answer.text
+
+
 def grounds_of(runtime, message: str):
     """How the chat reads and grounds `message`: its parts, after any cut."""
     chat = runtime.chat

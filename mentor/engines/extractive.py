@@ -50,6 +50,7 @@ from mentor.text import Unit, split_sentences, split_units
 from mentor.text.profile import ModuleProfile
 from mentor.text.records import record_of
 from mentor.text.units import clauses
+from mentor.tools.calculator import Calculator
 from mentor.tools.fit import CALCULATION
 from mentor.tools.registry import CALCULATORS, description_of, rule_of, title_of
 from mentor.understanding import Reading
@@ -164,7 +165,7 @@ class ExtractiveEngine:
         if computed or question.unmodelled:
             # A calculator that does not model what the question names ran not: its rule is quoted alone.
             fresh = [c for c in pool if " ".join(c.unit.text.split()) not in said] if said else pool
-            beside = _asked_beside(reading) if question.style != "hint" else []
+            beside = _asked_beside(reading, profile, computed) if question.style != "hint" else []
             # What asks for the calculation: the parts not answered beside it, or the message as a whole.
             calculating = [p.text for p in reading.parts if p not in beside] if beside and reading else []
             calculated = self._calculation(question, computed, fresh or pool, profile, " ".join(calculating))
@@ -633,21 +634,29 @@ def about_lacking(question: Question) -> bool:
     return reading is not None and bool(reading.parts) and all(part.lacking for part in reading.parts)
 
 
-def _asked_beside(reading: Reading | None) -> list[ReadPart]:
-    """The parts of a message answered beside its calculation as any part is: those asking for no figure that no
-    calculator reads alone ("what does each GPU keep under plain data parallelism, also chinchila optimal data for a
-    400M model?"; a name with digits in it is no figure: "..., bfloat16 or float16, which one is more stable"), every
-    part when the calculation is the message's as a whole ("pipeline parallelism: what gets split? fp16 training
-    goes nan ..., what should i try?"). Of a message of one part, the part when only its context asks for the
-    figure: "expected loss for 7B params trained on 1T tokens; whats the one mental model i should keep from all
-    this" reads the first clause as the second's situation, yet the second asks for no figure."""
+def _asked_beside(reading: Reading | None, profile: ModuleProfile, computed: Sequence[ToolCall]) -> list[ReadPart]:
+    """The parts of a message answered beside its calculation as any part is: those no calculator reads alone
+    ("what does each GPU keep under plain data parallelism, also chinchila optimal data for a 400M model?"; "compute
+    optimal tokns per param rule; what does bf16 give away to get fp32's range?"), but one asking for the figure
+    computed beside it (`_asks_computed`); every part when the calculation is the message's as a whole ("pipeline
+    parallelism: what gets split? fp16 training goes nan ..., what should i try?"). Of a message of one part, the
+    part when only its context asks for the figure: "expected loss for 7B params trained on 1T tokens; whats the one
+    mental model i should keep from all this" reads the first clause as the second's situation."""
     if reading is None or not reading.parts:
         return []
     if len(reading.parts) == 1:
         (part,) = reading.parts
         beside = part.kind != CALCULATION and part.asking and part.asking != part.own
         return [part] if beside and not plan_tools(part.asking, kind=part.kind) else []
-    return [p for p in reading.parts if p.kind != CALCULATION and not plan_part(p)]
+    ran = [calculator for calculator in CALCULATORS if calculator.name in {call.name for call in computed}]
+    return [p for p in reading.parts if not plan_part(p) and not _asks_computed(p, profile, ran)]
+
+
+def _asks_computed(part: ReadPart, profile: ModuleProfile, ran: Sequence[Calculator]) -> bool:
+    """True for a part asking for a figure in the words of a calculator that ran: "how many GB do weights, grads
+    and adam states take for a 30B model?" asks in its first part for the training memory computed beside it."""
+    terms = profile.terms(part.own or part.text)
+    return part.kind == CALCULATION and any(term in calculator.vocabulary for calculator in ran for term in terms)
 
 
 def _asking_for(reading: Reading | None, name: str) -> str:
