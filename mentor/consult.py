@@ -234,8 +234,10 @@ def _cut(retriever: Retriever, reader: Reader, reading: Reading, module_id: str,
     the module covers best. None when no cut fits."""
     best: tuple[float, Reading] | None = None
     for joined in reader.joined(reading, retriever.modules[module_id].words):
-        found = [_search(retriever, p.text, joined, module_id, top_k, p) for p in joined.parts[:2]]
-        if not all(r.in_scope and r.passages for r in found):
+        halves = joined.parts[:2]
+        found = [_search(retriever, p.text, joined, module_id, top_k, p) for p in halves]
+        # A half asking for a calculation is the module's, as a part asking for one is (`_grounded`).
+        if not all((r.in_scope or plan_part(p)) and r.passages for p, r in zip(halves, found, strict=True)):
             continue
         if found[0].passages[0].chunk_id == found[1].passages[0].chunk_id:
             continue

@@ -170,6 +170,28 @@ def test_a_part_asking_for_a_rule_no_calculator_computes_is_answered_beside_a_ca
     assert len(answered.answer.citations) == 1, answered.answer.text
 
 
+def test_two_questions_joined_by_no_mark_are_cut_when_the_second_is_on_a_subject_of_its_own(runtime) -> None:
+    # "whats the catch with fp16's range" leans by its form: the cut was refused, and the first half answered alone.
+    answered = ask(
+        runtime, "does the mxfp4 format change how int4 weight quantization works and whats the catch with fp16's range"
+    )
+    cited = cited_sections(answered)
+    assert "ref-mixed-precision" in cited and cited & {"ref-quantization", "one-liners"}, answered.answer.text
+    assert "int4" in answered.answer.text and "fp16" in answered.answer.text, answered.answer.text
+
+
+def test_two_calculations_joined_by_no_mark_are_cut(runtime) -> None:
+    # Each half asks for a calculation: mostly numbers, neither half's search read as in scope, and the cut was
+    # refused; the first calculator to recognise the whole message ran alone.
+    answered = ask(
+        runtime,
+        "p=4, m=16, interleaved with v=2, what's the bubble also same compute either way: 7B on 1.4T tokens or 14B "
+        "on 700B tokens, which gives the lower loss?",
+    )
+    names = {call.name for call in answered.answer.tool_calls if call.error is None}
+    assert "pipeline_bubble" in names and "ref-scaling-laws" in cited_sections(answered), answered.answer.text
+
+
 def grounds_of(runtime, message: str):
     """How the chat reads and grounds `message`: its parts, after any cut."""
     chat = runtime.chat

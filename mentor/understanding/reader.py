@@ -463,7 +463,10 @@ class Reader:
             if (
                 min(first.confidence, second.confidence) >= PART_FLOOR
                 and standalone.probability(first.read, first.vector, "self") >= ALONE_FLOOR
-                and self._leans(second.read, second.vector) < DEPENDS_FLOOR
+                and (
+                    self._leans(second.read, second.vector) < DEPENDS_FLOOR
+                    or words.own_subject(second.read, first.read)
+                )
             ):
                 parts = tuple(self._part(p.read, [p], p.vector, words) for p in pieces)
                 readings.append(replace(reading, parts=(*parts, *reading.parts[1:])))
