@@ -67,20 +67,20 @@ class ModuleWords:
         own, before = self._terms(message, only=True), self._terms(previous, only=False)
         if not self.together or not own or not before or own & before:
             return False  # without the module's sentences, nothing says they are apart
-        together = self.together
-        return not any(together.get(a, frozenset()) & together.get(b, frozenset()) for a in own for b in before)
+        return self._never_together(own, before)
 
     def own_subject(self, second: str, first: str) -> bool:
         """True when a second question names terms of the module the first does not, and no sentence of the module
         names one of them beside a term of the first: a subject of its own ("W8A8 - why so hard?" after "which
         split helps most when the model has very many layers spread over nodes"), not one the first question's
-        holds ("how does int4 help with that?" after "why is decode memory bound": one sentence names both)."""
+        holds ("and what about fsdp?" after "what does zero stage 1 shard": one sentence names ZeRO and FSDP)."""
         own, before = self._terms(second, only=False), self._terms(first, only=False)
-        new = own - before
+        return bool(own - before) and self._never_together(own - before, before)
+
+    def _never_together(self, these: set[str], those: set[str]) -> bool:
+        """True when no sentence of the module names one of `these` terms beside one of `those`."""
         together = self.together
-        return bool(new) and not any(
-            together.get(a, frozenset()) & together.get(b, frozenset()) for a in new for b in before
-        )
+        return not any(together.get(a, frozenset()) & together.get(b, frozenset()) for a in these for b in those)
 
     def _terms(self, text: str, *, only: bool) -> set[str]:
         """The stems of the module's terms in `text`: its specific words (`names_something`'s sense, numbers aside),
