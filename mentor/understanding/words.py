@@ -73,9 +73,11 @@ class ModuleWords:
         """True when a second question names terms of the module the first does not, and no sentence of the module
         names one of them beside a term of the first: a subject of its own ("W8A8 - why so hard?" after "which
         split helps most when the model has very many layers spread over nodes"), not one the first question's
-        holds ("and what about fsdp?" after "what does zero stage 1 shard": one sentence names ZeRO and FSDP)."""
+        holds ("and what about fsdp?" after "what does zero stage 1 shard": one sentence names ZeRO and FSDP). A
+        first question naming no term of the module ("what is ring attention, and how does it compare with sequence
+        parallelism?") gives nothing to keep apart from: the second leans on it as its words say."""
         own, before = self._terms(second, only=False), self._terms(first, only=False)
-        return bool(own - before) and self._never_together(own - before, before)
+        return bool(own - before) and bool(before) and self._never_together(own - before, before)
 
     def _never_together(self, these: set[str], those: set[str]) -> bool:
         """True when no sentence of the module names one of `these` terms beside one of `those`."""
