@@ -125,9 +125,8 @@ def _grounded(
         searched = [(p, _search(retriever, p.text, reading, module_id, top_k, p)) for p in reading.parts]
         covered = [r for _, r in searched if r.in_scope]
         # Every part is a question of its own ("What's the capital of France? And how does ZeRO-3 work?"): chat
-        # beside a question is none, and a question leaning on the one before it is read with it (the reader). A
-        # part asking for a calculation is the module's, as a message asking for one is (`Grounds.answerable`).
-        kept = [p for p, r in searched if r.in_scope or plan_part(p)]
+        # beside a question is none, and a question leaning on the one before it is read with it (the reader).
+        kept = [p for p, r in searched if _covers(p, r)]
         set_aside = bool(covered) and len(kept) < len(searched)
         if covered:
             # A part set aside leaves the search for the whole message too: only the covered parts' passages.
@@ -227,6 +226,12 @@ def _search(
     return replace(retrieval, passages=retrieval.passages[:top_k])
 
 
+def _covers(part: Part, retrieval: Retrieval) -> bool:
+    """True when the module answers a part of a message: its search is in scope, or it asks for a calculation (as a
+    message asking for one is the module's: `Grounds.answerable`)."""
+    return retrieval.in_scope or bool(plan_part(part))
+
+
 def _cut(retriever: Retriever, reader: Reader, reading: Reading, module_id: str, top_k: int) -> Reading | None:
     """The message read as two questions joined by no mark (`Reader.joined`), when the module answers each from a
     passage of its own: both halves in scope, and their first passages apart (deeper down, a half's passages may hold
@@ -236,8 +241,7 @@ def _cut(retriever: Retriever, reader: Reader, reading: Reading, module_id: str,
     for joined in reader.joined(reading, retriever.modules[module_id].words):
         halves = joined.parts[:2]
         found = [_search(retriever, p.text, joined, module_id, top_k, p) for p in halves]
-        # A half asking for a calculation is the module's, as a part asking for one is (`_grounded`).
-        if not all((r.in_scope or plan_part(p)) and r.passages for p, r in zip(halves, found, strict=True)):
+        if not all(_covers(p, r) and r.passages for p, r in zip(halves, found, strict=True)):
             continue
         if found[0].passages[0].chunk_id == found[1].passages[0].chunk_id:
             continue

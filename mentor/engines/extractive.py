@@ -37,6 +37,7 @@ from mentor.engines.selection import (
     Selection,
     best_score,
     candidates,
+    in_module_order,
     quoted_before,
     score,
     select,
@@ -189,7 +190,7 @@ class ExtractiveEngine:
         selection, _ = self._answered(question, asked, rest_vectors, taught, said, newly_named, limit)
         if not described:
             return selection, parts
-        chosen = sorted([*described, *(c for c in selection.chosen if c not in described)], key=_in_module_order)
+        chosen = sorted([*described, *(c for c in selection.chosen if c not in described)], key=in_module_order)
         return Selection(chosen, selection.unanswered, selection.lead), parts
 
     def _described(
@@ -210,7 +211,7 @@ class ExtractiveEngine:
             described += [c for c in found or [] if c not in described]
             if not found:
                 rest.append(index)
-        return sorted(described, key=_in_module_order), rest
+        return sorted(described, key=in_module_order), rest
 
     def _answered(
         self,
@@ -314,7 +315,7 @@ class ExtractiveEngine:
         more = select(asked, [vectors[i] for i in others], taught, profile, per_part=1, limit=len(asked))
         taken = {(c.passage.chunk_id, c.unit.index) for c in selection.chosen}
         new = [c for c in [*described, *more.chosen] if (c.passage.chunk_id, c.unit.index) not in taken]
-        chosen = sorted([*selection.chosen, *new], key=_in_module_order)
+        chosen = sorted([*selection.chosen, *new], key=in_module_order)
         return Selection(chosen, [*selection.unanswered, *more.unanswered], selection.lead), [*parts, *rest]
 
     def _calculation(
@@ -351,7 +352,7 @@ class ExtractiveEngine:
             vectors = [self._embedder.embed_query(part.text)]
             quote = select([part], vectors, pool, profile, per_part=1, limit=1, floor=NEAREST, rule=rule).chosen
             chosen += [c for c in quote if c not in chosen]
-        return Selection(sorted(chosen, key=lambda c: (c.passage.position, c.unit.index)), []), parts
+        return Selection(sorted(chosen, key=in_module_order), []), parts
 
     def _about_module(
         self,
@@ -435,7 +436,7 @@ class ExtractiveEngine:
                 chosen = candidate
             if chosen not in rows:
                 rows.append(chosen)
-        return sorted(rows, key=lambda c: (c.passage.position, c.unit.index))
+        return sorted(rows, key=in_module_order)
 
     def warm(self, chunks: Sequence[Chunk]) -> None:
         """Embed the quotable units of `chunks` and their clauses now, in one batch, and each calculator's rule, so
@@ -529,7 +530,7 @@ def decided(
         return selection
     others = (c for c in selection.chosen if c is not option.unit) if len(parts) > 1 else ()
     chosen = [option.unit, *others][:limit]
-    ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
+    ordered = sorted(chosen, key=in_module_order)
     lead = f"**{option.label}** [{option.unit.passage.rank}]."
     return Selection(ordered, [p for p in selection.unanswered if p.text != choosing.text], lead)
 
@@ -559,7 +560,7 @@ def compared(
     # The others answering another part first, then those the rows answer in their place, as room allows.
     others.sort(key=lambda c: _answers(c, parts, vectors, profile) is part)
     chosen = [*rows, *others][: max(limit, len(rows) + len(parts) - 1)]
-    ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
+    ordered = sorted(chosen, key=in_module_order)
     return Selection(ordered, [p for p in selection.unanswered if p is not part], selection.lead)
 
 
@@ -595,7 +596,7 @@ def defined(
     if not answered:
         return selection
     # One opening more per part it answers: the selection's units for the other parts keep their places.
-    ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
+    ordered = sorted(chosen, key=in_module_order)
     return Selection(ordered, [p for p in selection.unanswered if p.text not in answered], selection.lead)
 
 
@@ -617,7 +618,7 @@ def sent_elsewhere(
     rows = [max(naming, key=lambda c: max(score(c, p, v, profile) for p, v in sent))] if naming else []
     pointed = {part.text for part, _ in sent}
     chosen = [*selection.chosen, *rows]
-    ordered = sorted(chosen, key=lambda c: (c.passage.position, c.unit.index))
+    ordered = sorted(chosen, key=in_module_order)
     unanswered = [p for p in selection.unanswered if p.text not in pointed]
     return Selection(ordered, unanswered, selection.lead)
 
@@ -663,10 +664,6 @@ def _asking_for(reading: Reading | None, name: str) -> str:
     """The words of the message's part that asks for calculator `name` on its own ("" when none does alone)."""
     parts = reading.parts if reading is not None and len(reading.parts) > 1 else ()
     return next((p.own or p.text for p in parts if name in {c.name for c in plan_part(p)}), "")
-
-
-def _in_module_order(candidate: Candidate) -> tuple[int, int]:
-    return candidate.passage.position, candidate.unit.index
 
 
 def _taught(pool: Sequence[Candidate], profile: ModuleProfile, sent_to: tuple[str, ...]) -> list[Candidate]:

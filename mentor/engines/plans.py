@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from mentor.engines.selection import FLOOR, LEXICAL_WEIGHT, NAME_UNITS, Candidate, Part, read, score
+from mentor.engines.selection import FLOOR, LEXICAL_WEIGHT, NAME_UNITS, Candidate, Part, in_module_order, read, score
 from mentor.text.profile import ModuleProfile, names_in
 from mentor.text.records import Record, record_of
 from mentor.text.tokens import tokenize
@@ -57,7 +57,7 @@ def compared_rows(part: Part, pool: Sequence[Candidate]) -> list[Candidate]:
         for unit in units:
             tables.setdefault(unit.passage.section_id, {}).setdefault(head, unit)
     sides = max(tables.values(), key=len, default={})
-    return sorted(sides.values(), key=lambda c: (c.passage.position, c.unit.index)) if len(sides) >= 2 else []
+    return sorted(sides.values(), key=in_module_order) if len(sides) >= 2 else []
 
 
 def mixed_choice(

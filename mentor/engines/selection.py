@@ -139,6 +139,12 @@ class Candidate:
     denies: frozenset[str] = frozenset()  # what the unit says is not so: "a large model does not fit" -> "fit"
 
 
+def in_module_order(candidate: Candidate) -> tuple[int, int]:
+    """Where a unit stands in the module: its passage's position, then its place in the passage (quotes read in the
+    module's order)."""
+    return candidate.passage.position, candidate.unit.index
+
+
 @dataclass(frozen=True, slots=True)
 class Selection:
     """The units to quote, in reading order, and the parts of the question none of them answers."""
@@ -336,7 +342,7 @@ def select(
             _take(candidate, chosen, by_key)
             taken += 1
         _each_name(part, ranked, chosen, by_key, limit=limit, floor=floor)
-    ordered = sorted(chosen.values(), key=lambda c: (c.passage.position, c.unit.index))
+    ordered = sorted(chosen.values(), key=in_module_order)
     return Selection(ordered, unanswered)
 
 
