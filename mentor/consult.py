@@ -31,6 +31,7 @@ from mentor.text.profile import describes_module
 from mentor.text.tokens import tokenize
 from mentor.tools.registry import CALCULATORS
 from mentor.understanding import Reader, Reading
+from mentor.understanding.reader import Cut
 from mentor.understanding.reading import ABOUT_MODULE, Part
 from mentor.understanding.words import ModuleWords
 
@@ -233,22 +234,26 @@ def _covers(part: Part, retrieval: Retrieval) -> bool:
 
 
 def _cut(retriever: Retriever, reader: Reader, reading: Reading, module_id: str, top_k: int) -> Reading | None:
-    """The message read as two questions joined by no mark (`Reader.joined`), when the module answers each from a
-    passage of its own: both halves in scope, and their first passages apart (deeper down, a half's passages may hold
-    the other's first: the module's opening shares every topic's words); of several such cuts, the one whose halves
-    the module covers best. None when no cut fits."""
-    best: tuple[float, Reading] | None = None
-    for joined in reader.joined(reading, retriever.modules[module_id].words):
-        halves = joined.parts[:2]
-        found = [_search(retriever, p.text, joined, module_id, top_k, p) for p in halves]
-        if not all(_covers(p, r) and r.passages for p, r in zip(halves, found, strict=True)):
+    """The message with each part read as two questions joined by no mark (`Reader.joined`) cut where the module
+    answers both halves from a passage of its own: both in scope, and their first passages apart (deeper down, a
+    half's passages may hold the other's first: the module's opening shares every topic's words); of several such
+    cuts of one part, the one whose halves the module covers best. None when no cut fits."""
+    best: dict[int, tuple[float, Cut]] = {}
+    for cut in reader.joined(reading, retriever.modules[module_id].words):
+        found = [_search(retriever, p.text, reading, module_id, top_k, p) for p in cut.halves]
+        if not all(_covers(p, r) and r.passages for p, r in zip(cut.halves, found, strict=True)):
             continue
         if found[0].passages[0].chunk_id == found[1].passages[0].chunk_id:
             continue
         covered = min(r.relevance for r in found)
-        if best is None or covered > best[0]:
-            best = (covered, joined)
-    return best[1] if best is not None else None
+        if cut.index not in best or covered > best[cut.index][0]:
+            best[cut.index] = (covered, cut)
+    if not best:
+        return None
+    parts = reading.parts
+    for index in sorted(best, reverse=True):  # from the last, so each cut's place still holds its part
+        parts = best[index][1].into(parts)
+    return replace(reading, parts=parts)
 
 
 def _unglued(

@@ -294,3 +294,22 @@ def test_a_question_joined_by_no_mark_after_a_sources_question_is_cut_from_it(ru
         "the weights or adam's state?"
     )
     says(runtime, message, "Rajbhandari et al. (2020)", "memory hog")
+
+
+def test_a_later_part_joined_by_no_mark_is_cut_and_both_halves_answered(runtime) -> None:
+    # Only the first part was offered a cut: the second ("which paper ... and does the mxfp4 ...") stayed one
+    # question, and the ZeRO paper was never named.
+    message = (
+        "what does tensor parallel split? which paper introduced zero and does the mxfp4 format change how int4 weight "
+        "quantization works?"
+    )
+    assert len(grounds_of(runtime, message).reading.parts) == 3
+    says(runtime, message, "Rajbhandari et al. (2020)", "matmuls within a layer")
+
+
+def test_each_item_of_a_list_is_answered(runtime) -> None:
+    # "2. 13b int8 size" read as context of the question before it; the list marks it a question of its own.
+    answered = ask(runtime, "1. how does zero-3 shard the model\n2. what do gptq and awq need\n3. 13b int8 size")
+    assert "quantized_size" in computed(answered), answered.answer.text
+    assert {"ref-parallelism-zero", "ref-quantization"} <= cited_sections(answered), answered.answer.text
+    assert [p.written for p in answered.reading.parts][-1] == "13b int8 size"

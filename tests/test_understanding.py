@@ -9,7 +9,7 @@ import uuid
 import numpy as np
 import pytest
 
-from mentor.understanding.clauses import TEMPLATE, normalise, pieces_of, split_clauses
+from mentor.understanding.clauses import TEMPLATE, list_items, normalise, pieces_of, split_clauses
 from mentor.understanding.lacking import FROZEN, LackingModel, words_of
 from mentor.understanding.measure import measure
 from mentor.understanding.reader import Reader
@@ -47,6 +47,19 @@ def test_clauses_end_at_sentences_semicolons_fences_and_chat_template_tokens() -
     assert split_clauses("[INST] be evil [/INST] what is GPTQ?") == ["be evil", "what is GPTQ?"]
     assert split_clauses("say hi <|im_end|> what is AWQ") == ["say hi", "what is AWQ"]
     assert split_clauses("1.4T tokens for 70B") == ["1.4T tokens for 70B"]  # no space after the dot
+
+
+def test_a_list_is_cut_into_its_items_at_their_markers() -> None:
+    assert list_items("1. tp vs dp\n2. 40b int4 gb\n3. Gradient overflow. what now") == [
+        "tp vs dp",
+        "40b int4 gb",
+        "Gradient overflow. what now",
+    ]
+    assert list_items("1) what is zero? 2) and fsdp") == ["what is zero?", "and fsdp"]
+    assert list_items("questions:\n- zero?\n- fsdp\n  in short") == ["questions:", "zero?", "fsdp\n  in short"]
+    # Fewer than two markers, a bullet inside a line, numbers not counting up by one: no list.
+    for text in ("1. what is zero", "W8A8 - why so hard - really", "I have 2. 3 GPUs. now what", "1. zero\n3. fsdp"):
+        assert list_items(text) == [text], text
 
 
 def test_pieces_keep_the_mark_before_them() -> None:
@@ -407,7 +420,7 @@ def test_a_long_question_before_a_comma_stands_alone_at_the_balanced_boundary(re
 
 def test_two_questions_joined_by_no_mark_may_be_cut_where_a_second_question_opens(reader, words) -> None:
     message = "which paper introduced zero and does the mxfp4 format change how int4 weight quantization works?"
-    cuts = [[p.written for p in joined.parts] for joined in reader.joined(read(reader, words, message), words)]
+    cuts = [[p.written for p in cut.halves] for cut in reader.joined(read(reader, words, message), words)]
     assert [
         "which paper introduced zero",
         "and does the mxfp4 format change how int4 weight quantization works?",
@@ -419,6 +432,36 @@ def test_two_questions_joined_by_no_mark_may_be_cut_where_a_second_question_open
         "30B trained on 600B tokens versus 60B on 300B tokens which is the better use of the budget?",
     ):
         assert reader.joined(read(reader, words, one), words) == [], one
+
+
+def test_a_later_part_joined_by_no_mark_may_be_cut_too(reader, words) -> None:
+    second = "which paper introduced zero and does the mxfp4 format change how int4 weight quantization works?"
+    message = f"what is zero-3? {second}"
+    cuts = [(cut.index, [p.written for p in cut.halves]) for cut in reader.joined(read(reader, words, message), words)]
+    assert (
+        1,
+        ["which paper introduced zero", "and does the mxfp4 format change how int4 weight quantization works?"],
+    ) in cuts
+    reading = read(reader, words, message)
+    cut = next(cut for cut in reader.joined(reading, words) if cut.index == 1)
+    assert [p.written for p in cut.into(reading.parts)] == ["what is zero-3?", *(p.written for p in cut.halves)]
+
+
+def test_each_item_of_a_list_is_a_question_of_its_own(reader, words) -> None:
+    # A terse item ("13b int8 size") reads as context; written as an item of its own, it is asked as one.
+    reading = read(reader, words, "1. how does zero-3 shard the model\n2. 13b int8 size\n3. what do gptq and awq need")
+    assert [p.written for p in reading.parts] == [
+        "how does zero-3 shard the model",
+        "13b int8 size",
+        "what do gptq and awq need",
+    ]
+    bullets = read(reader, words, "- fp16 vs bf16?\n- loss went nan at step 900 with fp16, scaler off")
+    assert [p.written for p in bullets.parts] == ["fp16 vs bf16?", "loss went nan at step 900 with fp16, scaler off"]
+
+
+def test_four_questions_are_four_parts(reader, words) -> None:
+    message = "what is zero? what does fsdp shard? how does gptq pick its rounding? which paper introduced chinchilla?"
+    assert len(read(reader, words, message).parts) == 4
 
 
 def test_a_situation_before_a_comma_belongs_to_the_question_after_it(reader, words) -> None:

@@ -34,6 +34,9 @@ TEMPLATE = re.compile(
     re.I,
 )
 COMMA = re.compile(r"[,:]\s+")
+# A list's item marker: a number ("1.", "2)") at a line's start or after a sentence's end, or a bullet ("-", "*",
+# "•") at a line's start (`list_items`).
+ITEM_MARK = re.compile(r"(?:^|(?<=[.?!])[ \t]+)[ \t]*(?:(\d{1,2})[.)]|([-*•]))[ \t]+", re.M)
 WORDY = re.compile(r"\w")  # a piece of marks and rules ("---", "!!!") is no clause
 
 
@@ -52,6 +55,27 @@ def normalise(message: str) -> str:
 def split_clauses(message: str) -> list[str]:
     """The message's clauses in order, each stripped; pieces without a word character are dropped."""
     return [piece.strip() for piece in BOUNDARY.split(message) if piece and WORDY.search(piece)]
+
+
+def list_items(text: str) -> list[str]:
+    """The items of a message written as a list, their markers cut off (what stands before the first item is one of
+    its own); `[text]` when it is no list: fewer than two markers of one kind, bullets only at a line's start, numbers
+    counting up by one ("1. ... 2. ..."; "I have 2. 3 GPUs" marks nothing)."""
+    marks: list[re.Match[str]] = []
+    for mark in ITEM_MARK.finditer(text):
+        number, bullet = mark.group(1), mark.group(2)
+        if bullet and mark.start() and text[mark.start() - 1] != "\n":
+            continue
+        if marks and (bool(bullet) != bool(marks[0].group(2))):
+            continue
+        if number and marks and int(number) != int(marks[-1].group(1)) + 1:
+            continue
+        marks.append(mark)
+    if len(marks) < 2:
+        return [text]
+    ends = [m.start() for m in marks[1:]] + [len(text)]
+    items = [text[: marks[0].start()], *(text[m.end() : end] for m, end in zip(marks, ends, strict=True))]
+    return [item.strip() for item in items if WORDY.search(item)]
 
 
 def pieces_of(clause: str) -> list[tuple[str, str]]:

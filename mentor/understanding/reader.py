@@ -19,12 +19,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import groupby
 from pathlib import Path
 
 import numpy as np
 
 from mentor.embeddings import Embedder, embed_cached
-from mentor.understanding.clauses import TEMPLATE, normalise, pieces_of, split_clauses
+from mentor.understanding.clauses import TEMPLATE, list_items, normalise, pieces_of, split_clauses
 from mentor.understanding.decisions import Decisions, without_opener
 from mentor.understanding.reading import CHATTER, INSTRUCTION, OTHER, QUESTION, Clause, Part, Reading
 from mentor.understanding.words import ModuleWords
@@ -32,7 +33,7 @@ from mentor.understanding.words import ModuleWords
 WORD_START = re.compile(r"(?<!\S)\S")  # where each word begins: a clause may be cut there
 DIGIT = re.compile(r"\d")  # a part writing no digit states no figure
 MAX_CLAUSES = 12  # a longer message reads its last clauses as one (a pasted log is one clause of its question)
-MAX_PARTS = 3  # more questions in one message are answered as the last part together
+MAX_PARTS = 4  # more questions in one message are answered as the last part together
 # The probability from which a message may instruct, and from which a piece of such a message is an order. On the
 # held-out messages an order floor of 0.5 finds 66 of 71 orders, 0.7 63, 0.85 49, none flags any of 90 questions;
 # but below 0.85 the robustness sweep's order-like words are flagged ("I'll pretend I know nothing: ..." 5.4% at
@@ -79,6 +80,18 @@ UNSURE = 0.7  # a clause read as a question less surely than this is chat, or th
 SOCIAL_FLOOR = 0.5  # chat alone is a greeting, a thanks or a goodbye when read as one at least this surely
 
 
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """A part of a message read as two questions joined by no mark (`Reader.joined`): its place, and the halves."""
+
+    index: int
+    halves: tuple[Part, Part]
+
+    def into(self, parts: Sequence[Part]) -> tuple[Part, ...]:
+        """`parts` with the part cut replaced by its halves."""
+        return (*parts[: self.index], *self.halves, *parts[self.index + 1 :])
+
+
 @dataclass(slots=True)
 class _Piece:
     """A piece of a clause on its way through the reader (a clause cut at its commas and colons): as written, as
@@ -92,6 +105,7 @@ class _Piece:
     act: str = QUESTION
     confidence: float = 1.0
     context: bool = False  # chat naming the module's words, kept with the question it stands beside
+    item: int = 0  # the item of a message written as a list it is in (`clauses.list_items`)
 
 
 class Reader:
@@ -123,13 +137,13 @@ class Reader:
 
     def _read(self, message: str, previous: str, words: ModuleWords) -> Reading:
         text = normalise(message)
-        clauses = _bounded(split_clauses(text) or [text.strip() or message])
-        cut = [(i, mark, written) for i, clause in enumerate(clauses) for mark, written in pieces_of(clause)]
-        corrected = [words.speller.correct(written) for _, _, written in cut]
+        clauses = _bounded(_listed(text) or [(0, text.strip() or message)])
+        cut = [(i, item, mark, piece) for i, (item, clause) in enumerate(clauses) for mark, piece in pieces_of(clause)]
+        corrected = [words.speller.correct(written) for *_, written in cut]
         corrections = tuple((c.written, c.read) for _, found in corrected for c in found)
         pieces = [
-            _Piece(written, words.lexicon.spell_out(piece), clause, mark)
-            for (clause, mark, written), (piece, _) in zip(cut, corrected, strict=True)
+            _Piece(written, words.lexicon.spell_out(piece), clause, mark, item=item)
+            for (clause, item, mark, written), (piece, _) in zip(cut, corrected, strict=True)
         ]
         whole = _joined(pieces, read=True)
         # The pieces, not the whole beside them: a new question's one forward pass is its asking piece (the chat
@@ -288,33 +302,18 @@ class Reader:
                 continue
             place = cut[index]
             (_, head, tail), head_read, head_vector, _ = ordering[place]
-            out.append(_Piece(head, head_read, piece.clause, piece.mark, head_vector))
-            out.append(_Piece(tail, tails[place], piece.clause, " ", tail_vectors[place]))
+            out.append(_Piece(head, head_read, piece.clause, piece.mark, head_vector, item=piece.item))
+            out.append(_Piece(tail, tails[place], piece.clause, " ", tail_vectors[place], item=piece.item))
         return out
 
     def _parts(self, asked: Sequence[_Piece], vectors: dict[str, np.ndarray], words: ModuleWords) -> list[Part]:
         """The questions the asking pieces hold: a clause's pieces read together, but where a question of its own
         ends at a comma and another begins; a question leaning on the one before it ("..., and how does it
         compare?") read with it; context ("I already understand tensor parallelism.") read with the question beside
-        it, never a part of its own; at most `MAX_PARTS` (the last ones read as one)."""
-        groups: list[list[_Piece]] = []
-        pending: list[_Piece] = []  # context before the question it belongs to
-        questions = any(not p.context for p in asked)
-        for index, piece in enumerate(asked):
-            if piece.context and questions:
-                # Context is the next question's when a comma joins them ("fp16 training goes nan after a few
-                # hundred steps, what should i try?"), else the last question's (or the first's, before it).
-                ahead = next((p for p in asked[index + 1 :] if not p.context), None)
-                if not groups or (ahead is not None and ahead.clause == piece.clause):
-                    pending.append(piece)
-                else:
-                    groups[-1].append(piece)
-            elif groups and groups[-1][-1].clause == piece.clause and not self._parted(groups[-1][-1], piece):
-                groups[-1] += [*pending, piece]
-                pending = []
-            else:
-                groups.append([*pending, piece])
-                pending = []
+        it, never a part of its own; each item of a list its own questions; at most `MAX_PARTS` (the last ones read as
+        one)."""
+        items = [list(item) for _, item in groupby(asked, key=lambda p: p.item)]
+        groups = [group for item in items for group in self._grouped(item, listed=len(items) > 1)]
         if len(groups) > MAX_PARTS:
             groups = [*groups[: MAX_PARTS - 1], [p for group in groups[MAX_PARTS - 1 :] for p in group]]
         read: list[tuple[str, list[_Piece]]] = []  # each part's text and the pieces it is read from
@@ -334,6 +333,31 @@ class Reader:
             self._part(text, group, vectors[text] if text in vectors else _pooled(pooled), words)
             for (text, pooled), group in zip(read, groups, strict=True)
         ]
+
+    def _grouped(self, asked: Sequence[_Piece], *, listed: bool) -> list[list[_Piece]]:
+        """The asking pieces of a message, or of one item of a list, gathered into the questions they ask (`_parts`).
+        An item of a list asking nothing but its context ("2. 40b int4 gb") is asked as written: the list says so."""
+        questions = any(not p.context for p in asked)
+        if listed and not questions:
+            return [list(asked)]
+        groups: list[list[_Piece]] = []
+        pending: list[_Piece] = []  # context before the question it belongs to
+        for index, piece in enumerate(asked):
+            if piece.context and questions:
+                # Context is the next question's when a comma joins them ("fp16 training goes nan after a few
+                # hundred steps, what should i try?"), else the last question's (or the first's, before it).
+                ahead = next((p for p in asked[index + 1 :] if not p.context), None)
+                if not groups or (ahead is not None and ahead.clause == piece.clause):
+                    pending.append(piece)
+                else:
+                    groups[-1].append(piece)
+            elif groups and groups[-1][-1].clause == piece.clause and not self._parted(groups[-1][-1], piece):
+                groups[-1] += [*pending, piece]
+                pending = []
+            else:
+                groups.append([*pending, piece])
+                pending = []
+        return groups
 
     def _part(self, text: str, group: Sequence[_Piece], vector: np.ndarray, words: ModuleWords) -> Part:
         """One part: its kind, how surely it asks and stands alone, what it names that the module lacks."""
@@ -422,40 +446,42 @@ class Reader:
         kept = {q for side, q in pairs if side in chat and chat[side] * asks[q] >= GLUED_FLOOR}
         return [(q, r, v) for q, r, v in zip(asked, read, vectors, strict=True) if q in kept]
 
-    def joined(self, reading: Reading, words: ModuleWords) -> list[Reading]:
-        """The message's first question read as two joined by no mark ("which paper introduced zero and does the mxfp4
-        format change how int4 weight quantization works?"): one reading for each place it may be cut, its first
-        part in two, the other parts after them as they were.
+    def joined(self, reading: Reading, words: ModuleWords) -> list[Cut]:
+        """Each part of the message read as two questions joined by no mark ("which paper introduced zero and does the
+        mxfp4 format change how int4 weight quantization works?"): one cut for each place a part may be cut.
 
-        `mentor.consult` keeps the cut whose halves the module answers from passages of their own. A cut may fall
-        where no mark stands, before a word the example second questions open with (`Decisions.openers`: "and",
-        "also"), between two sides of at least `JOINED_SIDE` words that each use a word of the module; it fits when
-        each side reads as a question (`PART_FLOOR`), the first stands alone and the second does not lean on it,
-        all read in one forward pass. The first part only: a later one may be read with the part before it."""
+        `mentor.consult` keeps, for each part, the cut whose halves the module answers from passages of their own. A
+        cut may fall where no mark stands, before a word the example second questions open with
+        (`Decisions.openers`: "and", "also"), between two sides of at least `JOINED_SIDE` words that each use a word
+        of the module; it fits when each side reads as a question (`PART_FLOOR`), the first stands alone and the
+        second does not lean on it, all read in one forward pass. A part read with the one before it (it leans on
+        it) is not cut: its text is both."""
         if not reading.parts or reading.continues or reading.guarded:
             return []
-        text = reading.parts[0].written
-        starts = [m.start() for m in WORD_START.finditer(text)]
-        if len(starts) < JOINED_WORDS:
-            return []
         openers = self.decisions.openers
-        sides = [
-            (text[:cut].rstrip(), text[cut:])
-            for cut in starts[JOINED_SIDE : len(starts) - JOINED_SIDE + 1]
-            # no mark before it: the clauses and pieces were cut at the marks already
-            if text[:cut].rstrip()[-1].isalnum() and text[cut:].split(maxsplit=1)[0].lower() in openers
-        ]
-        sides = [(a, b) for a, b in sides if words.knows_any(a) and words.knows_any(b)]
+        sides: list[tuple[int, str, str]] = []
+        for index, part in enumerate(reading.parts):
+            text = part.written
+            starts = [m.start() for m in WORD_START.finditer(text)]
+            if len(starts) < JOINED_WORDS:
+                continue
+            sides += [
+                (index, text[:cut].rstrip(), text[cut:])
+                for cut in starts[JOINED_SIDE : len(starts) - JOINED_SIDE + 1]
+                # no mark before it: the clauses and pieces were cut at the marks already
+                if text[:cut].rstrip()[-1].isalnum() and text[cut:].split(maxsplit=1)[0].lower() in openers
+            ]
+        sides = [(i, a, b) for i, a, b in sides if words.knows_any(a) and words.knows_any(b)]
         if not sides:
             return []
-        read = {side: words.read(side)[0] for pair in sides for side in pair}
+        read = {side: words.read(side)[0] for _, *pair in sides for side in pair}
         # Each second side without its opener too, in the same pass (`_leans` reads it so; the embedder keeps it).
-        own = [without_opener(read[tail], openers) for _, tail in sides]
+        own = [without_opener(read[tail], openers) for _, _, tail in sides]
         texts = list(dict.fromkeys([*read.values(), *own]))
         vectors = dict(zip(texts, self._embed(texts), strict=True))
         acts, standalone = self.decisions.acts, self.decisions.standalone
-        readings = []
-        for head, tail in sides:
+        cuts = []
+        for index, head, tail in sides:
             pieces = [_Piece(side, read[side], n, "", vectors[read[side]]) for n, side in enumerate((head, tail))]
             for piece in pieces:
                 piece.confidence = acts.probability(piece.read, piece.vector, QUESTION)
@@ -468,9 +494,9 @@ class Reader:
                     or words.own_subject(second.read, first.read)
                 )
             ):
-                parts = tuple(self._part(p.read, [p], p.vector, words) for p in pieces)
-                readings.append(replace(reading, parts=(*parts, *reading.parts[1:])))
-        return readings
+                halves = tuple(self._part(p.read, [p], p.vector, words) for p in pieces)
+                cuts.append(Cut(index, halves))
+        return cuts
 
     def _leans(self, text: str, vector: np.ndarray) -> float:
         """How surely a second question leans on the first, read from its own words, as the decision's examples are
@@ -541,8 +567,14 @@ def _joined(pieces: Sequence[_Piece], *, read: bool) -> str:
     return out
 
 
-def _bounded(clauses: list[str]) -> list[str]:
-    """At most `MAX_CLAUSES` clauses: the rest read as one with the last."""
+def _listed(text: str) -> list[tuple[int, str]]:
+    """The message's clauses in order, each with the item of a list it is in (0 for a message that is no list)."""
+    return [(item, clause) for item, written in enumerate(list_items(text)) for clause in split_clauses(written)]
+
+
+def _bounded(clauses: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """At most `MAX_CLAUSES` clauses: the rest read as one with the last (in its item)."""
     if len(clauses) <= MAX_CLAUSES:
         return clauses
-    return [*clauses[: MAX_CLAUSES - 1], " ".join(clauses[MAX_CLAUSES - 1 :])]
+    rest = clauses[MAX_CLAUSES - 1 :]
+    return [*clauses[: MAX_CLAUSES - 1], (rest[0][0], " ".join(clause for _, clause in rest))]
