@@ -127,18 +127,19 @@ def _grounded(
         covered = [r for _, r in searched if r.in_scope]
         # Every part is a question of its own ("What's the capital of France? And how does ZeRO-3 work?"): chat
         # beside a question is none, and a question leaning on the one before it is read with it (the reader).
-        kept = [p for p, r in searched if _covers(p, r)]
+        kept = [(p, r) for p, r in searched if _covers(p, r)]
         set_aside = bool(covered) and len(kept) < len(searched)
         if covered:
-            # A part set aside leaves the search for the whole message too: only the covered parts' passages.
+            # A part set aside leaves the search for the whole message too: only the covered parts' passages, and
+            # those of a part asking for a calculation (its rule is among them: "p=4, m=16, what's the bubble?").
             first = retrieval if retrieval.in_scope and not set_aside else covered[0]
-            retrieval = _merged(first, covered, top_k)
+            retrieval = _merged(first, [r for _, r in kept], top_k)
             if any(p.module_question for p, r in searched if r.in_scope):
                 # A part asking for the module's sources ("..., and which paper introduced zero?") keeps what
                 # describes the module, ranked after the passages the merge kept.
                 retrieval = with_chunks(retrieval, [c for c in index.chunks if describes_module(c)], module_id)
         if set_aside:
-            asked = " ".join(p.text for p in kept)
+            asked = " ".join(p.text for p, _ in kept)
     if reading.question and reading.lacking and not retrieval.in_scope:
         retrieval = _beside_a_subject(retriever, reading, module_id, top_k) or retrieval
     by_part = [(p.text, pointed(p.vector)) for p in reading.parts]

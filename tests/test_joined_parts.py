@@ -313,3 +313,27 @@ def test_each_item_of_a_list_is_answered(runtime) -> None:
     assert "quantized_size" in computed(answered), answered.answer.text
     assert {"ref-parallelism-zero", "ref-quantization"} <= cited_sections(answered), answered.answer.text
     assert [p.written for p in answered.reading.parts][-1] == "13b int8 size"
+
+
+def test_a_terse_question_after_another_is_a_question_of_its_own_by_its_question_mark(runtime) -> None:
+    # "predicted loss for ...?" reads as a question less surely than a sentence does (0.64): it was the context of the
+    # question before it, and "what is zero?" was answered with a one-liner about memory.
+    message = "what is zero? predicted loss for a 13B model trained on 500B tokens?"
+    assert [p.written for p in grounds_of(runtime, message).reading.parts] == [
+        "what is zero?",
+        "predicted loss for a 13B model trained on 500B tokens?",
+    ]
+    answered = says(runtime, message, "ZeRO shards the redundant optimizer state")
+    assert computed(answered) == ["scaling_law_loss"]
+
+
+def test_a_calculations_rule_is_quoted_beside_a_part_set_aside(runtime) -> None:
+    # With a part set aside, only the parts the module's search finds in scope gave passages: the bubble's rule was
+    # not among them ("p=4, m=16, ..." searches poorly), and the figure stood unquoted.
+    message = (
+        "who won the world cup in 2014? how does gptq pick its rounding? p=4, m=16, interleaved with v=2, what's the "
+        "bubble?"
+    )
+    answered = ask(runtime, message)
+    assert answered.answer.coverage == "partial" and computed(answered) == ["pipeline_bubble"]
+    assert {"ref-quantization", "ref-parallelism-zero"} <= cited_sections(answered), answered.answer.text

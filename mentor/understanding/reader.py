@@ -234,8 +234,12 @@ class Reader:
             # A single word is no question of its own ("Q1:", "GPTQ:", "fine."); asked ("memory?"), it is the
             # question's context when the module uses it (and beside a question, below).
             lone = len(piece.written.split()) == 1
-            asked_alone = lone and piece.written.rstrip().endswith("?") and words.knows_any(piece.written)
-            piece.act = CHATTER if scores[CHATTER] > asks or asks < UNSURE or lone else QUESTION
+            marked = piece.written.rstrip().endswith("?")
+            asked_alone = lone and marked and words.knows_any(piece.written)
+            # A question mark is the learner's own mark of a question: a piece ending with one that reads more as
+            # asking than as chat is a question, however unsurely ("expected loss for 7B trained on 1T tokens?").
+            unsure = asks < UNSURE and not marked
+            piece.act = CHATTER if scores[CHATTER] > asks or unsure or lone else QUESTION
             piece.confidence = float(asks if piece.act == QUESTION else scores[CHATTER])
             # Chat, or a question read unsurely, that names a module word or a number is the question's context
             # ("my model is 13B."), or, with no question beside it, the question itself ("grads are all zeros in
