@@ -16,7 +16,7 @@ about the module itself, its opening; any other leaves both out (they share ever
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -31,7 +31,7 @@ from mentor.text.profile import describes_module
 from mentor.text.tokens import tokenize
 from mentor.tools.registry import CALCULATORS
 from mentor.understanding import Reader, Reading
-from mentor.understanding.reader import Cut
+from mentor.understanding.reader import MAX_PARTS, Cut
 from mentor.understanding.reading import ABOUT_MODULE, Part
 from mentor.understanding.words import ModuleWords
 
@@ -95,8 +95,10 @@ def consult(
     retrieval = _search(retriever, reading.query, reading, module_id, top_k)
     if not reading.question and not reading.instructed and retrieval.in_scope:
         reading = reader.as_question(reading, index.words)  # terse, not chat: "zero in one sentence"
-    # "which paper introduced zero and does the mxfp4 format change how int4 weight quantization works?"
-    reading = _cut(retriever, reader, reading, module_id, top_k) or reading
+    # "which paper introduced zero and does the mxfp4 format change how int4 weight quantization works?"; a half may
+    # hold two questions itself ("which paper introduced zero, how does gptq round and what's the mental model").
+    while len(reading.parts) < MAX_PARTS and (cut := _cut(retriever, reader, reading, module_id, top_k)):
+        reading = cut
     grounded = partial(
         _grounded, retriever=retriever, module_id=module_id, top_k=top_k, pointed=pointed, said=said, history=history
     )
@@ -241,6 +243,8 @@ def _cut(retriever: Retriever, reader: Reader, reading: Reading, module_id: str,
     cuts of one part, the one whose halves the module covers best. None when no cut fits."""
     best: dict[int, tuple[float, Cut]] = {}
     for cut in reader.joined(reading, retriever.modules[module_id].words):
+        if not _keeps_calculations(reading.parts[cut.index], cut.halves):
+            continue
         found = [_search(retriever, p.text, reading, module_id, top_k, p) for p in cut.halves]
         if not all(_covers(p, r) and r.passages for p, r in zip(cut.halves, found, strict=True)):
             continue
@@ -255,6 +259,16 @@ def _cut(retriever: Retriever, reader: Reader, reading: Reading, module_id: str,
     for index in sorted(best, reverse=True):  # from the last, so each cut's place still holds its part
         parts = best[index][1].into(parts)
     return replace(reading, parts=parts)
+
+
+def _keeps_calculations(part: Part, halves: tuple[Part, Part]) -> bool:
+    """True when cutting `part` into `halves` loses none of its calculations: each it plans, a half plans with the same
+    arguments (a comma may list a calculation's quantities: "zero-1 on 16 devices, 20B model, memory per device?")."""
+
+    def planned(parts: Sequence[Part]) -> set[tuple[str, str]]:
+        return {(call.name, repr(sorted(call.arguments.items()))) for p in parts for call in plan_part(p)}
+
+    return planned([part]) <= planned(halves)
 
 
 def _unglued(

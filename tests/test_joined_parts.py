@@ -337,3 +337,30 @@ def test_a_calculations_rule_is_quoted_beside_a_part_set_aside(runtime) -> None:
     answered = ask(runtime, message)
     assert answered.answer.coverage == "partial" and computed(answered) == ["pipeline_bubble"]
     assert {"ref-quantization", "ref-parallelism-zero"} <= cited_sections(answered), answered.answer.text
+
+
+def test_two_questions_at_a_comma_the_reader_did_not_part_are_cut_where_the_module_answers_each_apart(runtime) -> None:
+    # "which paper introduced zero" reads as a question at 0.93, under the floor the reader parts a comma at (a
+    # situation before a comma reads as high); the module's search tells the two apart.
+    message = "which paper introduced zero, pipeline vs tensor parallel"
+    assert [p.written for p in grounds_of(runtime, message).reading.parts] == [
+        "which paper introduced zero",
+        "pipeline vs tensor parallel",
+    ]
+    says(runtime, message, "Rajbhandari et al. (2020)")
+
+
+def test_a_half_of_a_cut_holding_two_questions_is_cut_again(runtime) -> None:
+    message = (
+        "which paper introduced zero, how does gptq decide how to round the weights and what does bf16 give away to "
+        "get fp32's range"
+    )
+    assert len(grounds_of(runtime, message).reading.parts) == 3
+    says(runtime, message, "Rajbhandari et al. (2020)", "GPTQ minimises output error")
+
+
+def test_a_cut_never_splits_a_calculations_quantities(runtime) -> None:
+    # Cut at its comma, "20B model, memory per device?" planned full Adam training's memory beside the ZeRO figure.
+    message = "zero-1 on 16 devices, 20B model, memory per device?"
+    assert len(grounds_of(runtime, message).reading.parts) == 1
+    assert computed(ask(runtime, message)) == ["zero_memory"]

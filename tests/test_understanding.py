@@ -459,6 +459,17 @@ def test_each_item_of_a_list_is_a_question_of_its_own(reader, words) -> None:
     assert [p.written for p in bullets.parts] == ["fp16 vs bf16?", "loss went nan at step 900 with fp16, scaler off"]
 
 
+def test_a_situation_between_two_questions_is_the_next_ones(reader, words) -> None:
+    message = (
+        "what is gptq? I'm fine-tuning a 13B model with Adam on 8 GPUs. how much memory does each one need with zero-3?"
+    )
+    reading = read(reader, words, message)
+    assert [p.written for p in reading.parts] == [
+        "what is gptq?",
+        "I'm fine-tuning a 13B model with Adam on 8 GPUs. how much memory does each one need with zero-3?",
+    ]
+
+
 def test_four_questions_are_four_parts(reader, words) -> None:
     message = "what is zero? what does fsdp shard? how does gptq pick its rounding? which paper introduced chinchilla?"
     assert len(read(reader, words, message).parts) == 4

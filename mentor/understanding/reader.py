@@ -349,9 +349,12 @@ class Reader:
         for index, piece in enumerate(asked):
             if piece.context and questions:
                 # Context is the next question's when a comma joins them ("fp16 training goes nan after a few
-                # hundred steps, what should i try?"), else the last question's (or the first's, before it).
+                # hundred steps, what should i try?") or it stands in sentences of its own between two questions
+                # (the situation the next one asks about: "...? Tried to allocate 1.50 GiB, 7B with Adam. where does
+                # the memory go"), else the last question's (or the first's, before it).
                 ahead = next((p for p in asked[index + 1 :] if not p.context), None)
-                if not groups or (ahead is not None and ahead.clause == piece.clause):
+                apart = bool(groups) and groups[-1][-1].clause != piece.clause
+                if not groups or (ahead is not None and (ahead.clause == piece.clause or apart)):
                     pending.append(piece)
                 else:
                     groups[-1].append(piece)
@@ -469,12 +472,12 @@ class Reader:
             starts = [m.start() for m in WORD_START.finditer(text)]
             if len(starts) < JOINED_WORDS:
                 continue
-            sides += [
-                (index, text[:cut].rstrip(), text[cut:])
-                for cut in starts[JOINED_SIDE : len(starts) - JOINED_SIDE + 1]
-                # no mark before it: the clauses and pieces were cut at the marks already
-                if text[:cut].rstrip()[-1].isalnum() and text[cut:].split(maxsplit=1)[0].lower() in openers
-            ]
+            for cut in starts[JOINED_SIDE : len(starts) - JOINED_SIDE + 1]:
+                head = text[:cut].rstrip()
+                # Before an opening word where no mark stands, or at a comma the reader did not part the questions
+                # at (it parts only where the first reads as a question all but surely: the module's search decides).
+                if head[-1] == "," or (head[-1].isalnum() and text[cut:].split(maxsplit=1)[0].lower() in openers):
+                    sides.append((index, head.rstrip(",").rstrip(), text[cut:]))
         sides = [(i, a, b) for i, a, b in sides if words.knows_any(a) and words.knows_any(b)]
         if not sides:
             return []
