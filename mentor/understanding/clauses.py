@@ -35,8 +35,9 @@ TEMPLATE = re.compile(
 )
 COMMA = re.compile(r"[,:]\s+")
 # A list's item marker: a number ("1.", "2)") at a line's start or after a sentence's end, or a bullet ("-", "*",
-# "•") at a line's start (`list_items`).
-ITEM_MARK = re.compile(r"(?:^|(?<=[.?!])[ \t]+)[ \t]*(?:(\d{1,2})[.)]|([-*•]))[ \t]+", re.M)
+# "•") at a line's start (`list_items` checks where it stands).
+ITEM_MARK = re.compile(r"(\d{0,2})([.)*•-])[ \t]+")
+NUMBERED, BULLETS = ".)", "-*•"
 WORDY = re.compile(r"\w")  # a piece of marks and rules ("---", "!!!") is no clause
 
 
@@ -60,15 +61,20 @@ def split_clauses(message: str) -> list[str]:
 def list_items(text: str) -> list[str]:
     """The items of a message written as a list, their markers cut off (what stands before the first item is one of
     its own); `[text]` when it is no list: fewer than two markers of one kind, bullets only at a line's start, numbers
-    counting up by one ("1. ... 2. ..."; "I have 2. 3 GPUs" marks nothing)."""
+    at a line's start or after a sentence's end, counting up by one ("1. ... 2. ..."; "I have 2. 3 GPUs" marks
+    nothing)."""
     marks: list[re.Match[str]] = []
     for mark in ITEM_MARK.finditer(text):
-        number, bullet = mark.group(1), mark.group(2)
-        if bullet and mark.start() and text[mark.start() - 1] != "\n":
-            continue
-        if marks and (bool(bullet) != bool(marks[0].group(2))):
-            continue
-        if number and marks and int(number) != int(marks[-1].group(1)) + 1:
+        number, sign = mark.groups()
+        before = text[: mark.start()].rstrip(" \t")
+        at_line = not before or before.endswith("\n")
+        if number:
+            after_sentence = before.endswith((".", "?", "!")) and len(before) < mark.start()
+            if sign not in NUMBERED or not (at_line or after_sentence):
+                continue
+            if marks and (not marks[0].group(1) or int(number) != int(marks[-1].group(1)) + 1):
+                continue
+        elif sign not in BULLETS or not at_line or (marks and marks[0].group(1)):
             continue
         marks.append(mark)
     if len(marks) < 2:
