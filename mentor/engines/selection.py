@@ -45,7 +45,6 @@ TITLE_WEIGHT = 0.5  # a section title's words count half: "Mixed-precision train
 MIN_WORDS = 4
 HEAD_WEIGHT = 0.1  # a unit whose subject (`head_of`) the learner named is about it, not one that mentions it
 CLAUSE_WEIGHT = 0.5  # a unit's best clause lifts its score by half the margin it has over the whole unit
-MAX_PARTS = 3
 # A unit denying what the learner states ("does not fit" when they wrote "it fits") loses its word credit.
 POLARITY_WEIGHT = LEXICAL_WEIGHT
 # A word this common in English (its `rarity`: Zipf frequency 5.5 and up, "does", "work", "use", "point") asks
