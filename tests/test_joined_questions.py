@@ -123,15 +123,16 @@ def test_both_halves_of_a_joined_question_are_answered(outcomes) -> None:
     # leans on the first by its own words, not the "and" joining it. 37 in the sixteenth: a calculation's numbers
     # are its own sentence's, a question beside a calculation is answered (its situation asking the figure, or a rule
     # no calculator computes), each calculation's rule is found for the part asking it, and a terse second question
-    # on a subject of its own is read on its own. A floor, not a target.
-    assert len(halved) <= 23, halved
+    # on a subject of its own is read on its own. 39 in the seventeenth: a later part may be cut too, at a comma the
+    # reader did not part at as well. A floor, not a target.
+    assert len(halved) <= 21, halved
 
 
 def test_both_halves_of_another_draw_are_answered(runtime) -> None:
     halved = missed(answered(runtime, pairs(SEED_AGAIN), JOINS_AGAIN), "another draw")
     # 17 of 60 when written, on the code before the round it measures; 28 after it (docs/eval-notes.md, fourteenth
-    # round); 35 after the fifteenth; 39 after the sixteenth. A floor, not a target.
-    assert len(halved) <= 21, halved
+    # round); 35 after the fifteenth; 39 after the sixteenth; 41 after the seventeenth. A floor, not a target.
+    assert len(halved) <= 19, halved
 
 
 def test_both_halves_of_a_draw_joined_by_no_mark_are_answered(runtime) -> None:
@@ -139,20 +140,21 @@ def test_both_halves_of_a_draw_joined_by_no_mark_are_answered(runtime) -> None:
     # 12 of 60 when written, on the code before the round it measures; 20 since a message joined by no mark is cut
     # where a second question opens and the module answers each half from its own passages (fourteenth round); 27
     # since the cut falls where the halves' first passages differ, in a first part of several too (fifteenth); 37
-    # since a second side on a subject of its own, or a half asking for a calculation, may be cut (sixteenth). A
-    # floor, not a target.
-    assert len(halved) <= 23, halved
+    # since a second side on a subject of its own, or a half asking for a calculation, may be cut (sixteenth); 40
+    # since a comma the reader did not part at may be cut too (seventeenth). A floor, not a target.
+    assert len(halved) <= 20, halved
 
 
 def test_both_halves_of_a_draw_opened_by_a_connecting_word_are_answered(runtime) -> None:
     halved = missed(answered(runtime, opened_pairs(), JOINS_OPENED), "opened by a connecting word")
     # 27 of 60 when written, on the code before the round it measures; 36 after it (docs/eval-notes.md, fifteenth
-    # round); 42 after the sixteenth. A floor, not a target.
-    assert len(halved) <= 18, halved
+    # round); 42 after the sixteenth; 43 after the seventeenth. A floor, not a target.
+    assert len(halved) <= 17, halved
 
 
 def test_both_halves_of_a_listed_draw_are_answered(runtime) -> None:
     halved = missed(answered(runtime, listed_pairs(), JOINS_LISTED), "numbered or on lines of their own")
     # 42 of 60 when written, on the code before the round it measures (f3fcfba); 46 after it (docs/eval-notes.md,
-    # sixteenth round; its failures were not read to design it). A floor, not a target.
-    assert len(halved) <= 14, halved
+    # sixteenth round; its failures were not read to design it); 54 since each item of a list is a question of its
+    # own (seventeenth). A floor, not a target.
+    assert len(halved) <= 6, halved

@@ -76,12 +76,13 @@ def test_the_triples_are_drawn_from_the_golden_set_alone() -> None:
 
 def test_every_question_of_three_is_answered(runtime) -> None:
     short, parts = missed(answered(runtime, triples(SEED_DESIGN), JOINS_DESIGN), "three questions")
-    # 13 of 40 in all three, 88 of 120 questions, when written (5c29559). A floor, not a target.
-    assert len(short) <= 27 and parts >= 88, short
+    # 13 of 40 in all three, 88 of 120 questions, when written (5c29559); 24 and 103 after the round it designed
+    # (docs/eval-notes.md, seventeenth round). A floor, not a target.
+    assert len(short) <= 16 and parts >= 103, short
 
 
 def test_every_question_of_another_three_is_answered(runtime) -> None:
     short, parts = missed(answered(runtime, triples(SEED_MEASURE), JOINS_MEASURE), "another three")
-    # 14 of 40 in all three, 90 of 120 questions, when written (5c29559); its failures are not used to design. A
-    # floor, not a target.
-    assert len(short) <= 26 and parts >= 90, short
+    # 14 of 40 in all three, 90 of 120 questions, when written (5c29559); 19 and 95 after the seventeenth round,
+    # designed without reading its failures. A floor, not a target.
+    assert len(short) <= 21 and parts >= 95, short
