@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import bm25s
 import numpy as np
@@ -258,15 +258,21 @@ class Retriever:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Vector:
-    """A query vector as a search-cache key: the query text it was made from already tells it apart."""
+    """A query vector as a search-cache key, by its values: one text is searched with more than one vector (a part
+    read with the one before it searches its text with the two pooled, a message its question with its whole's), and
+    a search made with one vector is no answer for another."""
 
     array: np.ndarray
+    key: bytes = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", self.array.tobytes())
 
     def __hash__(self) -> int:
-        return 0
+        return hash(self.key)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Vector)
+        return isinstance(other, Vector) and self.key == other.key
 
 
 def validate_query(query: str) -> str:

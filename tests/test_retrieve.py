@@ -188,3 +188,22 @@ def test_a_repeated_question_reuses_its_retrieval_until_the_module_is_reindexed(
     assert again is not first and again == first and len(calls) == 4
     uncached = Retriever(retriever.embedder, fresh.modules, cache_size=0)
     assert uncached.search(question, MODULE_ID, 4) is not uncached.search(question, MODULE_ID, 4)
+
+
+def test_a_text_searched_with_another_vector_is_searched_again(runtime) -> None:
+    # One text is searched with more than one vector (a part read with the one before it searches its own text with
+    # the two pooled): the cache keyed by the text alone answered the second search with the first's passages, and a
+    # message's answer depended on what had been asked before it in the process.
+    from mentor.retrieve import Retriever
+
+    retriever = runtime.retriever
+    fresh = Retriever(retriever.embedder, retriever.modules, scope_threshold=retriever.scope_threshold)
+    text = "which paper introduced zero"
+    own = retriever.embedder.embed_query(text)
+    other = retriever.embedder.embed_query("fp16 range and loss scaling")
+    first = fresh.search(text, MODULE_ID, 4, vector=own)
+    assert fresh.search(text, MODULE_ID, 4, vector=own.copy()) is first  # the same vector: reused
+    searched = fresh.search(text, MODULE_ID, 4, vector=other)
+    uncached = Retriever(retriever.embedder, retriever.modules, scope_threshold=retriever.scope_threshold, cache_size=0)
+    assert searched is not first and searched == uncached.search(text, MODULE_ID, 4, vector=other)
+    assert [p.chunk_id for p in searched.passages] != [p.chunk_id for p in first.passages]
