@@ -237,10 +237,10 @@ def _covers(part: Part, retrieval: Retrieval) -> bool:
 
 
 def _cut(retriever: Retriever, reader: Reader, reading: Reading, module_id: str, top_k: int) -> Reading | None:
-    """The message with each part read as two questions joined by no mark (`Reader.joined`) cut where the module
-    answers both halves from a passage of its own: both in scope, and their first passages apart (deeper down, a
-    half's passages may hold the other's first: the module's opening shares every topic's words); of several such
-    cuts of one part, the one whose halves the module covers best. None when no cut fits."""
+    """The message with each part that reads as two questions (`Reader.joined`) cut where the module answers both
+    halves from a passage of its own: both in scope, their first passages apart (deeper down, a half's passages may
+    hold the other's first: the module's opening shares every topic's words), and no calculation of the part lost;
+    of several such cuts of one part, the one whose halves the module covers best. None when no cut fits."""
     best: dict[int, tuple[float, Cut]] = {}
     for cut in reader.joined(reading, retriever.modules[module_id].words):
         if not _keeps_calculations(reading.parts[cut.index], cut.halves):

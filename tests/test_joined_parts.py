@@ -6,6 +6,8 @@ parallelism). Found by `tests/test_joined_questions.py`."""
 
 from __future__ import annotations
 
+import pytest
+
 from mentor.consult import consult
 
 from .chat_helpers import ask_module as ask
@@ -296,15 +298,29 @@ def test_a_question_joined_by_no_mark_after_a_sources_question_is_cut_from_it(ru
     says(runtime, message, "Rajbhandari et al. (2020)", "memory hog")
 
 
-def test_a_later_part_joined_by_no_mark_is_cut_and_both_halves_answered(runtime) -> None:
-    # Only the first part was offered a cut: the second ("which paper ... and does the mxfp4 ...") stayed one
-    # question, and the ZeRO paper was never named.
-    message = (
-        "what does tensor parallel split? which paper introduced zero and does the mxfp4 format change how int4 weight "
-        "quantization works?"
-    )
+@pytest.mark.parametrize(
+    ("message", "phrases"),
+    [
+        # Only the first part was offered a cut: the second ("which paper ... and does the mxfp4 ...") stayed one
+        # question, and the ZeRO paper was never named.
+        (
+            "what does tensor parallel split? which paper introduced zero and does the mxfp4 format change how int4 "
+            "weight quantization works?",
+            ("Rajbhandari et al. (2020)", "matmuls within a layer"),
+        ),
+        # The first cut leaves a half holding two questions, cut again.
+        (
+            "which paper introduced zero, how does gptq decide how to round the weights and what does bf16 give away "
+            "to get fp32's range",
+            ("Rajbhandari et al. (2020)", "GPTQ minimises output error"),
+        ),
+    ],
+)
+def test_a_part_holding_two_questions_is_cut_wherever_it_stands(
+    runtime, message: str, phrases: tuple[str, ...]
+) -> None:
     assert len(grounds_of(runtime, message).reading.parts) == 3
-    says(runtime, message, "Rajbhandari et al. (2020)", "matmuls within a layer")
+    says(runtime, message, *phrases)
 
 
 def test_each_item_of_a_list_is_answered(runtime) -> None:
@@ -348,15 +364,6 @@ def test_two_questions_at_a_comma_the_reader_did_not_part_are_cut_where_the_modu
         "pipeline vs tensor parallel",
     ]
     says(runtime, message, "Rajbhandari et al. (2020)")
-
-
-def test_a_half_of_a_cut_holding_two_questions_is_cut_again(runtime) -> None:
-    message = (
-        "which paper introduced zero, how does gptq decide how to round the weights and what does bf16 give away to "
-        "get fp32's range"
-    )
-    assert len(grounds_of(runtime, message).reading.parts) == 3
-    says(runtime, message, "Rajbhandari et al. (2020)", "GPTQ minimises output error")
 
 
 def test_a_cut_never_splits_a_calculations_quantities(runtime) -> None:

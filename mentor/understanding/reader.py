@@ -82,7 +82,7 @@ SOCIAL_FLOOR = 0.5  # chat alone is a greeting, a thanks or a goodbye when read 
 
 @dataclass(frozen=True, slots=True)
 class Cut:
-    """A part of a message read as two questions joined by no mark (`Reader.joined`): its place, and the halves."""
+    """A part of a message read as two questions (`Reader.joined`): its place among the parts, and the halves."""
 
     index: int
     halves: tuple[Part, Part]
@@ -455,14 +455,16 @@ class Reader:
 
     def joined(self, reading: Reading, words: ModuleWords) -> list[Cut]:
         """Each part of the message read as two questions joined by no mark ("which paper introduced zero and does the
-        mxfp4 format change how int4 weight quantization works?"): one cut for each place a part may be cut.
+        mxfp4 format change how int4 weight quantization works?") or by a comma it was not parted at: one cut for
+        each place a part may be cut.
 
         `mentor.consult` keeps, for each part, the cut whose halves the module answers from passages of their own. A
         cut may fall where no mark stands, before a word the example second questions open with
-        (`Decisions.openers`: "and", "also"), between two sides of at least `JOINED_SIDE` words that each use a word
-        of the module; it fits when each side reads as a question (`PART_FLOOR`), the first stands alone and the
-        second does not lean on it, all read in one forward pass. A part read with the one before it (it leans on
-        it) is not cut: its text is both."""
+        (`Decisions.openers`: "and", "also"), or after a comma, between two sides of at least `JOINED_SIDE` words
+        that each use a word of the module; it fits when each side reads as a question (`PART_FLOOR`), the first
+        stands alone and the second does not lean on it, all read in one forward pass. A part's written words are
+        cut, and each half is read on its own: a part read with the one before it is cut only where its own words
+        hold two questions that stand apart."""
         if not reading.parts or reading.continues or reading.guarded:
             return []
         openers = self.decisions.openers
