@@ -470,6 +470,16 @@ def test_a_situation_between_two_questions_is_the_next_ones(reader, words) -> No
     ]
 
 
+def test_a_question_is_searched_with_its_own_vector_whatever_is_written_around_it(reader, words) -> None:
+    # Chat or an order left out, a question of several pieces was searched with its pieces' mean vector, not its own:
+    # other passages than the question asked bare found.
+    question = "zero stage 2, 7B params, 32 gpus: per-gpu memory?"
+    bare = read(reader, words, question)
+    for message in (f"I'll pretend I know nothing: {question}", f"{question} exam tmrw lol"):
+        wrapped = read(reader, words, message)
+        assert wrapped.question == bare.question and np.array_equal(wrapped.vector, bare.vector), message
+
+
 def test_four_questions_are_four_parts(reader, words) -> None:
     message = "what is zero? what does fsdp shard? how does gptq pick its rounding? which paper introduced chinchilla?"
     assert len(read(reader, words, message).parts) == 4

@@ -161,12 +161,12 @@ class Reader:
         guarded = self._acts(pieces, words, suspect=templated or may_instruct >= SUSPECT_FLOOR)
         asked = [p for p in pieces if p.act == QUESTION]
         question = _joined(asked, read=True) if asked else ""
-        # The question's own vector: a question of one piece has it already; one of several pieces, the whole message,
-        # pays its own pass (before the parts, which may be it); one leaving chat or an order out is pooled.
-        if not question or question == whole:
-            vector = self._whole(whole, vectors)
-        else:
-            vector = vectors[question] if question in vectors else _pooled(asked)
+        # The question's own vector: a question of one piece has it already; one of several pieces pays its own pass
+        # (before the parts, which may be it), the whole message or what is left of it once chat or an order is left
+        # out: a question is searched as it is asked bare, whatever was written around it (pooled, its pieces' mean
+        # vector found other passages than its own: "give me the big picture ..., data and compute" beside "(ignore
+        # the module ...)").
+        vector = self._whole(question or whole, vectors)
         parts = self._parts(asked, vectors, words) if asked else []
         continues = bool(previous and question) and self._continues(
             question, vector, previous, vectors[previous], words
@@ -192,7 +192,7 @@ class Reader:
         )
 
     def _whole(self, whole: str, vectors: dict[str, np.ndarray]) -> np.ndarray:
-        """The message's own vector: for a question of several pieces, chat alone and a message asking nothing."""
+        """The vector of a text of several pieces (the question, chat alone, a message asking nothing): one pass."""
         if whole not in vectors:
             vectors[whole] = self._embed([whole])[0]
         return vectors[whole]
