@@ -259,8 +259,8 @@ class Retriever:
 @dataclass(frozen=True, slots=True, eq=False)
 class Vector:
     """A query vector as a search-cache key, by its values: one text is searched with more than one vector (a part
-    read with the one before it searches its text with the two pooled, a message its question with its whole's), and
-    a search made with one vector is no answer for another."""
+    read with the one before it searches its text with the two pooled), and a search made with one vector is no
+    answer for another. A repeated question hits: its vector comes from the embedder's cache."""
 
     array: np.ndarray
     key: bytes = field(init=False)
