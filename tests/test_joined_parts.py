@@ -371,3 +371,13 @@ def test_a_cut_never_splits_a_calculations_quantities(runtime) -> None:
     message = "zero-1 on 16 devices, 20B model, memory per device?"
     assert len(grounds_of(runtime, message).reading.parts) == 1
     assert computed(ask(runtime, message)) == ["zero_memory"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an item of a list asking nothing but its situation is asked as written: read as the next item's "
+    "situation instead, terse questions written as items ('2. 40b int4 gb') were (the listed draw 54 -> 48 of 60)",
+)
+def test_a_situation_written_as_an_item_of_a_list_is_the_next_questions(runtime) -> None:
+    message = "1. I have 8 A100s with 80GB\n2. how much memory to train a 13B model with adam?"
+    assert len(grounds_of(runtime, message).reading.parts) == 1
