@@ -240,7 +240,8 @@ def _cut(retriever: Retriever, reader: Reader, reading: Reading, module_id: str,
     """The message with each part that reads as two questions (`Reader.joined`) cut where the module answers both
     halves from a passage of its own: both in scope, their first passages apart (deeper down, a half's passages may
     hold the other's first: the module's opening shares every topic's words), and no calculation of the part lost;
-    of several such cuts of one part, the one whose halves the module covers best. None when no cut fits."""
+    of several such cuts of one part, the one whose halves the module covers best; never more parts than `MAX_PARTS`.
+    None when no cut fits."""
     best: dict[int, tuple[float, Cut]] = {}
     for cut in reader.joined(reading, retriever.modules[module_id].words):
         if not _keeps_calculations(reading.parts[cut.index], cut.halves):
@@ -253,10 +254,12 @@ def _cut(retriever: Retriever, reader: Reader, reading: Reading, module_id: str,
         covered = min(r.relevance for r in found)
         if cut.index not in best or covered > best[cut.index][0]:
             best[cut.index] = (covered, cut)
-    if not best:
+    # As many as `MAX_PARTS` has room for, those whose halves the module covers best.
+    taken = sorted(best, key=lambda index: -best[index][0])[: MAX_PARTS - len(reading.parts)]
+    if not taken:
         return None
     parts = reading.parts
-    for index in sorted(best, reverse=True):  # from the last, so each cut's place still holds its part
+    for index in sorted(taken, reverse=True):  # from the last, so each cut's place still holds its part
         parts = best[index][1].into(parts)
     return replace(reading, parts=parts)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from mentor.consult import consult
+from mentor.understanding.reader import MAX_PARTS
 
 from .chat_helpers import ask_module as ask
 from .chat_helpers import cited_sections
@@ -381,3 +382,12 @@ def test_a_cut_never_splits_a_calculations_quantities(runtime) -> None:
 def test_a_situation_written_as_an_item_of_a_list_is_the_next_questions(runtime) -> None:
     message = "1. I have 8 A100s with 80GB\n2. how much memory to train a 13B model with adam?"
     assert len(grounds_of(runtime, message).reading.parts) == 1
+
+
+def test_cuts_never_make_more_parts_than_the_reader_keeps(runtime) -> None:
+    # Three parts, two of them two questions each: both were cut, five parts where the reader keeps four at most.
+    message = (
+        "what does tensor parallel split? which paper introduced zero and does the mxfp4 format change how int4 "
+        "weight quantization works? which paper introduced chinchilla and how does gptq choose its rounding"
+    )
+    assert len(grounds_of(runtime, message).reading.parts) == MAX_PARTS
